@@ -1,0 +1,155 @@
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+namespace edgetrain {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    ET_CHECK(d >= 0, ErrorCode::kInvalidArgument, "negative dimension in shape ", ShapeToString(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      Fail(ErrorCode::kResourceExhausted, "shape ", ShapeToString(shape), " has too many elements");
+    }
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Tensor::Tensor(DataType dtype, Shape shape, const std::string& what)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(NumElements(shape_)) {
+  size_t element = DataTypeSize(dtype);
+  ET_CHECK(element > 0, ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(dtype),
+           " cannot be stored in a tensor");
+  uint64_t bytes = static_cast<uint64_t>(numel_) * element;
+  ET_CHECK(numel_ == 0 || bytes / element == static_cast<uint64_t>(numel_), ErrorCode::kResourceExhausted,
+           what, ": shape ", ShapeToString(shape_), " overflows");
+  ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": ", DataTypeName(dtype),
+           " tensor of shape ", ShapeToString(shape_), " needs ", bytes, " bytes, more than the limit of ",
+           kMaxTensorBytes, " bytes");
+  size_t padded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  if (padded == 0) padded = kTensorAlignment;
+  void* p = std::aligned_alloc(kTensorAlignment, padded);
+  if (!p) Fail(ErrorCode::kResourceExhausted, what, ": out of memory allocating ", bytes, " bytes");
+  storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::Zeros(DataType dtype, Shape shape) {
+  Tensor t(dtype, std::move(shape));
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::Borrow(DataType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = NumElements(t.shape_);
+  t.data_ = data;
+  return t;
+}
+
+void Tensor::CheckType(DataType requested) const {
+  ET_CHECK(requested == dtype_, ErrorCode::kInternal, "tensor of type ", DataTypeName(dtype_),
+           " accessed as ", DataTypeName(requested));
+}
+
+std::vector<int64_t> Tensor::ToInt64Vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel_));
+  switch (dtype_) {
+    case DataType::kInt64: std::memcpy(out.data(), data_, nbytes()); break;
+    case DataType::kInt32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int32_t*>(data_)[i]; break;
+    case DataType::kInt16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int16_t*>(data_)[i]; break;
+    case DataType::kInt8: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int8_t*>(data_)[i]; break;
+    case DataType::kUint8: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint8_t*>(data_)[i]; break;
+    case DataType::kUint16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint16_t*>(data_)[i]; break;
+    case DataType::kUint32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint32_t*>(data_)[i]; break;
+    case DataType::kUint64: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<int64_t>(static_cast<const uint64_t*>(data_)[i]); break;
+    case DataType::kBool: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const bool*>(data_)[i]; break;
+    default: Fail(ErrorCode::kInvalidArgument, "expected an integer tensor, got ", DataTypeName(dtype_));
+  }
+  return out;
+}
+
+std::vector<double> Tensor::ToDoubleVector() const {
+  std::vector<double> out(static_cast<size_t>(numel_));
+  switch (dtype_) {
+    case DataType::kFloat32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const float*>(data_)[i]; break;
+    case DataType::kFloat64: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const double*>(data_)[i]; break;
+    case DataType::kFloat16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(static_cast<const Float16*>(data_)[i]); break;
+    case DataType::kBFloat16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(static_cast<const BFloat16*>(data_)[i]); break;
+    default: {
+      std::vector<int64_t> ints = ToInt64Vector();
+      for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<double>(ints[i]);
+    }
+  }
+  return out;
+}
+
+Tensor Tensor::Clone() const {
+  if (!defined()) return Tensor();
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  int64_t n = NumElements(shape);
+  ET_CHECK(n == numel_, ErrorCode::kInvalidArgument, "cannot reshape ", ShapeToString(shape_), " to ",
+           ShapeToString(shape));
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Shape BroadcastShapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    ET_CHECK(da == db || da == 1 || db == 1, ErrorCode::kInvalidArgument, "shapes ", ShapeToString(a),
+             " and ", ShapeToString(b), " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> RowMajorStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out_shape) {
+  std::vector<int64_t> own = RowMajorStrides(shape);
+  std::vector<int64_t> out(out_shape.size(), 0);
+  size_t offset = out_shape.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) out[i + offset] = shape[i] == 1 ? 0 : own[i];
+  return out;
+}
+
+int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& what) {
+  ET_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), ErrorCode::kInvalidArgument, what,
+           ": axis ", axis, " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,168 @@
+#include "ir/graph.hpp"
+
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace edgetrain {
+
+std::string Node::Describe() const {
+  std::string d = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
+  return d;
+}
+
+const Attribute* Node::Find(const std::string& key) const {
+  auto it = attributes.find(key);
+  return it == attributes.end() ? nullptr : &it->second;
+}
+
+int64_t Node::GetInt(const std::string& key, int64_t fallback) const {
+  const Attribute* a = Find(key);
+  if (!a) return fallback;
+  ET_CHECK(a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
+           "' must be an int");
+  return a->i;
+}
+
+float Node::GetFloat(const std::string& key, float fallback) const {
+  const Attribute* a = Find(key);
+  if (!a) return fallback;
+  if (a->kind == Attribute::Kind::kInt) return static_cast<float>(a->i);
+  ET_CHECK(a->kind == Attribute::Kind::kFloat, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
+           "' must be a float");
+  return a->f;
+}
+
+std::string Node::GetString(const std::string& key, const std::string& fallback) const {
+  const Attribute* a = Find(key);
+  if (!a) return fallback;
+  ET_CHECK(a->kind == Attribute::Kind::kString, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
+           "' must be a string");
+  return a->s;
+}
+
+std::vector<int64_t> Node::GetInts(const std::string& key, std::vector<int64_t> fallback) const {
+  const Attribute* a = Find(key);
+  if (!a) return fallback;
+  ET_CHECK(a->kind == Attribute::Kind::kInts || a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel,
+           Describe(), ": attribute '", key, "' must be a list of ints");
+  if (a->kind == Attribute::Kind::kInt) return {a->i};
+  return a->ints;
+}
+
+std::vector<float> Node::GetFloats(const std::string& key, std::vector<float> fallback) const {
+  const Attribute* a = Find(key);
+  if (!a) return fallback;
+  ET_CHECK(a->kind == Attribute::Kind::kFloats, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
+           "' must be a list of floats");
+  return a->floats;
+}
+
+const Tensor* Node::GetTensor(const std::string& key) const {
+  const Attribute* a = Find(key);
+  if (!a) return nullptr;
+  ET_CHECK(a->kind == Attribute::Kind::kTensor, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
+           "' must be a tensor");
+  return &a->t;
+}
+
+const ValueInfo* Graph::FindValueInfo(const std::string& value) const {
+  for (const auto& v : inputs)
+    if (v.name == value) return &v;
+  for (const auto& v : outputs)
+    if (v.name == value) return &v;
+  auto it = value_info.find(value);
+  return it == value_info.end() ? nullptr : &it->second;
+}
+
+int64_t Model::OpsetFor(const std::string& domain) const {
+  auto it = opsets.find(domain == "ai.onnx" ? "" : domain);
+  return it == opsets.end() ? 0 : it->second;
+}
+
+// Names a subgraph reads from its enclosing scope (recursively).
+static void CollectOuterReads(const Graph& g, std::unordered_set<std::string>& reads) {
+  std::unordered_set<std::string> local;
+  for (const auto& v : g.inputs) local.insert(v.name);
+  for (const auto& [name, t] : g.initializers) local.insert(name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) local.insert(o);
+  for (const auto& n : g.nodes) {
+    for (const auto& i : n.inputs)
+      if (!i.empty() && !local.count(i)) reads.insert(i);
+    for (const auto& [key, a] : n.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (const auto& sub : subs) {
+        std::unordered_set<std::string> inner;
+        CollectOuterReads(*sub, inner);
+        for (const auto& r : inner)
+          if (!local.count(r)) reads.insert(r);
+      }
+    }
+  }
+}
+
+std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope) {
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (const auto& o : graph.nodes[i].outputs)
+      if (!o.empty()) {
+        ET_CHECK(!producer.count(o), ErrorCode::kInvalidModel, graph.nodes[i].Describe(), ": output '", o,
+                 "' is already produced by ", graph.nodes[producer[o]].Describe());
+        producer[o] = i;
+      }
+  std::unordered_set<std::string> available(outer_scope.begin(), outer_scope.end());
+  for (const auto& v : graph.inputs) available.insert(v.name);
+  for (const auto& [name, t] : graph.initializers) available.insert(name);
+
+  std::vector<std::vector<std::string>> deps(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    std::unordered_set<std::string> reads;
+    for (const auto& in : n.inputs)
+      if (!in.empty()) reads.insert(in);
+    for (const auto& [key, a] : n.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (const auto& sub : subs) CollectOuterReads(*sub, reads);
+    }
+    for (const auto& r : reads) {
+      if (producer.count(r)) {
+        deps[i].push_back(r);
+      } else {
+        ET_CHECK(available.count(r), ErrorCode::kInvalidModel, n.Describe(), " reads '", r,
+                 "', which is not a graph input, an initializer or the output of any node");
+      }
+    }
+  }
+  // Kahn's algorithm, stable in the file's node order.
+  std::vector<size_t> pending(graph.nodes.size());
+  std::unordered_map<std::string, std::vector<size_t>> consumers;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    pending[i] = deps[i].size();
+    for (const auto& d : deps[i]) consumers[d].push_back(i);
+  }
+  std::vector<size_t> order;
+  std::set<size_t> ready;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (pending[i] == 0) ready.insert(i);
+  while (!ready.empty()) {
+    size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (const auto& o : graph.nodes[i].outputs) {
+      auto it = consumers.find(o);
+      if (it == consumers.end()) continue;
+      for (size_t c : it->second)
+        if (--pending[c] == 0) ready.insert(c);
+    }
+  }
+  if (order.size() != graph.nodes.size()) {
+    for (size_t i = 0; i < graph.nodes.size(); ++i)
+      if (pending[i] != 0) Fail(ErrorCode::kInvalidModel, "the graph has a cycle through ", graph.nodes[i].Describe());
+  }
+  return order;
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,94 @@
+// Our own IR: no protobuf past the importer. Values are named; a node reads and writes names.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace edgetrain {
+
+struct Graph;
+
+// One dimension: a fixed size (>= 0), a named symbol ("batch"), or unknown (neither).
+struct Dim {
+  int64_t value = -1;
+  std::string symbol;
+  bool known() const { return value >= 0; }
+};
+
+struct ValueInfo {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  bool has_shape = false;  // false: rank unknown
+  std::vector<Dim> shape;
+  bool is_sequence = false;  // sequence of tensors of `dtype`
+};
+
+struct Attribute {
+  enum class Kind { kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs };
+  Kind kind = Kind::kInt;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  Tensor t;
+  std::shared_ptr<Graph> g;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<Graph>> graphs;
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" is the default ONNX domain
+  std::vector<std::string> inputs;   // "" marks an omitted optional input
+  std::vector<std::string> outputs;  // "" marks an omitted optional output
+  std::map<std::string, Attribute> attributes;
+
+  // "node 'conv1' (Conv)" for error messages.
+  std::string Describe() const;
+
+  bool HasAttr(const std::string& key) const { return attributes.count(key) != 0; }
+  int64_t GetInt(const std::string& key, int64_t fallback) const;
+  float GetFloat(const std::string& key, float fallback) const;
+  std::string GetString(const std::string& key, const std::string& fallback) const;
+  std::vector<int64_t> GetInts(const std::string& key, std::vector<int64_t> fallback = {}) const;
+  std::vector<float> GetFloats(const std::string& key, std::vector<float> fallback = {}) const;
+  const Tensor* GetTensor(const std::string& key) const;  // nullptr when absent
+  const Attribute* Find(const std::string& key) const;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<ValueInfo> inputs;   // excludes initializers unless the model lists them as inputs too
+  std::vector<ValueInfo> outputs;
+  std::map<std::string, ValueInfo> value_info;  // inferred or declared types of intermediate values
+  std::map<std::string, Tensor> initializers;
+  // Names an initializer may be overridden by a feed (listed both as input and initializer).
+  bool IsInitializer(const std::string& value) const { return initializers.count(value) != 0; }
+  const ValueInfo* FindValueInfo(const std::string& value) const;
+};
+
+struct Model {
+  std::string source;  // file path or "<memory>", for error messages
+  int64_t ir_version = 0;
+  std::string producer;
+  std::map<std::string, int64_t> opsets;  // domain -> version ("" and "ai.onnx" both map to "")
+  Graph graph;
+
+  int64_t OpsetFor(const std::string& domain) const;  // 0 when the domain is not imported
+};
+
+// Node indices in an order where every node runs after the producers of its inputs.
+// Throws kInvalidModel naming the node when the graph has a cycle or reads an undefined value.
+std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope = {});
+
+}  // namespace edgetrain

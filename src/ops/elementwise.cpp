@@ -1,0 +1,7 @@
+#include "ops/registry.hpp"
+
+namespace edgetrain {
+
+void RegisterElementwiseOps(OpRegistry&) {}
+
+}  // namespace edgetrain

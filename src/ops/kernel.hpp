@@ -1,0 +1,93 @@
+// The contract between the runtime and an operator's kernel. A kernel reads its inputs and
+// attributes from a KernelContext, allocates each output through it, and throws edgetrain::Error
+// (naming ctx.node().Describe()) on bad input. Kernels must not keep pointers across calls.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "core/threading.hpp"
+#include "ir/graph.hpp"
+
+namespace edgetrain {
+
+class KernelContext {
+ public:
+  virtual ~KernelContext() = default;
+
+  const Node& node() const { return *node_; }
+  // Opset version the model imports for this node's domain (e.g. 13 for Split-with-input).
+  int64_t opset() const { return opset_; }
+  ThreadPool& threads() const { return *threads_; }
+  // Random source for RandomNormal/RandomUniform/Dropout, seeded by the session.
+  std::mt19937_64& rng() const { return *rng_; }
+
+  size_t NumInputs() const { return num_inputs_; }
+  // True when input i is present (not omitted and not past the end).
+  virtual bool HasInput(size_t i) const = 0;
+  // Throws kInvalidModel naming the node when input i is absent or is a sequence.
+  virtual const Tensor& Input(size_t i) const = 0;
+  virtual const TensorSequence& InputSequence(size_t i) const = 0;
+
+  size_t NumOutputs() const { return num_outputs_; }
+  // True when output i is requested by the graph (not omitted, not past the end).
+  virtual bool HasOutput(size_t i) const = 0;
+  // Allocates output i. Its contents are uninitialised. If the output is not requested the tensor
+  // is still valid scratch memory, so kernels need not branch on HasOutput.
+  virtual Tensor& Output(size_t i, const Shape& shape, DataType dtype) = 0;
+  virtual void SetOutputSequence(size_t i, TensorSequence sequence) = 0;
+
+  // Runs a subgraph attribute (If/Loop/Scan bodies) with the given inputs; outer-scope values are
+  // visible to it. Returns its outputs in order.
+  virtual std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
+
+  // Helpers for the common "attribute in old opsets, input in new ones" pattern:
+  // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
+  std::optional<std::vector<int64_t>> IntsFromInputOrAttr(size_t index, const std::string& attr) const;
+
+ protected:
+  const Node* node_ = nullptr;
+  int64_t opset_ = 0;
+  ThreadPool* threads_ = nullptr;
+  std::mt19937_64* rng_ = nullptr;
+  size_t num_inputs_ = 0, num_outputs_ = 0;
+};
+
+using KernelFn = std::function<void(KernelContext&)>;
+
+struct OpKernelEntry {
+  std::string domain;  // "" for ONNX
+  std::string op_type;
+  int64_t since_version = 1;   // first opset this kernel implements
+  int64_t until_version = 1 << 30;  // last opset (inclusive)
+  KernelFn kernel;
+  bool deterministic = true;  // false for random ops: never constant-folded
+};
+
+class OpRegistry {
+ public:
+  void Register(OpKernelEntry entry);
+  // The kernel for op at `opset`, or nullptr.
+  const OpKernelEntry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
+  bool Knows(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> OpNames() const;  // "domain:op" (or "op") of every registered kernel
+
+  // The registry holding every operator of edgetrain (built once, see ops/registry.cpp).
+  static const OpRegistry& Global();
+
+ private:
+  std::vector<OpKernelEntry> entries_;
+};
+
+// Shorthand for registering a kernel that covers every opset of a default-domain op.
+inline void RegisterOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn, int64_t since = 1,
+                         int64_t until = 1 << 30) {
+  r.Register({"", op_type, since, until, std::move(fn), true});
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,59 @@
+// The one explicit list of every operator family. A new family adds its Register function here.
+#include "ops/registry.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace edgetrain {
+
+void OpRegistry::Register(OpKernelEntry entry) { entries_.push_back(std::move(entry)); }
+
+const OpKernelEntry* OpRegistry::Find(const std::string& domain, const std::string& op_type,
+                                      int64_t opset) const {
+  const std::string& d = domain == "ai.onnx" ? std::string() : domain;
+  for (const auto& e : entries_)
+    if (e.domain == d && e.op_type == op_type && opset >= e.since_version && opset <= e.until_version) return &e;
+  return nullptr;
+}
+
+bool OpRegistry::Knows(const std::string& domain, const std::string& op_type) const {
+  const std::string& d = domain == "ai.onnx" ? std::string() : domain;
+  return std::any_of(entries_.begin(), entries_.end(),
+                     [&](const OpKernelEntry& e) { return e.domain == d && e.op_type == op_type; });
+}
+
+std::vector<std::string> OpRegistry::OpNames() const {
+  std::set<std::string> names;
+  for (const auto& e : entries_) names.insert(e.domain.empty() ? e.op_type : e.domain + ":" + e.op_type);
+  return {names.begin(), names.end()};
+}
+
+const OpRegistry& OpRegistry::Global() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    RegisterElementwiseOps(r);
+    RegisterActivationOps(r);
+    RegisterReductionOps(r);
+    RegisterSoftmaxOps(r);
+    RegisterLossOps(r);
+    RegisterShapeOps(r);
+    RegisterIndexingOps(r);
+    RegisterMatMulOps(r);
+    RegisterConvOps(r);
+    RegisterPoolOps(r);
+    RegisterNormalizationOps(r);
+    RegisterRandomOps(r);
+    RegisterSequenceOps(r);
+    RegisterControlFlowOps(r);
+    return r;
+  }();
+  return registry;
+}
+
+std::optional<std::vector<int64_t>> KernelContext::IntsFromInputOrAttr(size_t index, const std::string& attr) const {
+  if (HasInput(index)) return Input(index).ToInt64Vector();
+  if (node_->HasAttr(attr)) return node_->GetInts(attr);
+  return std::nullopt;
+}
+
+}  // namespace edgetrain

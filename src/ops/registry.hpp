@@ -1,0 +1,23 @@
+// Registration functions, one per operator family (one .cpp each under src/ops/).
+#pragma once
+
+#include "ops/kernel.hpp"
+
+namespace edgetrain {
+
+void RegisterElementwiseOps(OpRegistry& r);    // elementwise.cpp: unary/binary math, compare, logic, Cast, Where, Clip
+void RegisterActivationOps(OpRegistry& r);     // activation.cpp: Relu, Sigmoid, Elu, Selu, HardSwish, PRelu, ...
+void RegisterReductionOps(OpRegistry& r);      // reduction.cpp: Reduce*, ArgMax/ArgMin, CumSum, TopK
+void RegisterSoftmaxOps(OpRegistry& r);        // softmax.cpp: Softmax, LogSoftmax, Hardmax
+void RegisterLossOps(OpRegistry& r);           // loss.cpp: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss
+void RegisterShapeOps(OpRegistry& r);          // shape.cpp: Reshape, Transpose, Concat, Split, Slice, Pad, ...
+void RegisterIndexingOps(OpRegistry& r);       // indexing.cpp: Gather*, Scatter*, OneHot, NonZero, Trilu, Resize, ...
+void RegisterMatMulOps(OpRegistry& r);         // matmul.cpp: MatMul, Gemm, Einsum
+void RegisterConvOps(OpRegistry& r);           // conv.cpp: Conv, ConvTranspose
+void RegisterPoolOps(OpRegistry& r);           // pool.cpp: MaxPool, AveragePool, Global*Pool
+void RegisterNormalizationOps(OpRegistry& r);  // normalization.cpp: BatchNorm, InstanceNorm, LayerNorm, LpNorm, MVN
+void RegisterRandomOps(OpRegistry& r);         // random.cpp: Dropout, RandomNormal, RandomUniform, ...
+void RegisterSequenceOps(OpRegistry& r);       // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence
+void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cpp: Identity, Constant, If, Loop
+
+}  // namespace edgetrain

@@ -1,0 +1,7 @@
+#include "ops/registry.hpp"
+
+namespace edgetrain {
+
+void RegisterSequenceOps(OpRegistry&) {}
+
+}  // namespace edgetrain

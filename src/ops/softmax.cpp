@@ -1,0 +1,7 @@
+#include "ops/registry.hpp"
+
+namespace edgetrain {
+
+void RegisterSoftmaxOps(OpRegistry&) {}
+
+}  // namespace edgetrain
