@@ -1,1 +1,120 @@
-int main() { return 0; }
+// The `edgetrain` command-line program.
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "core/npy.hpp"
+#include "onnx/importer.hpp"
+#include "runtime/session.hpp"
+
+namespace fs = std::filesystem;
+using namespace edgetrain;
+
+namespace {
+
+std::string DescribeValue(const ValueInfo& v) {
+  std::string s = (v.is_sequence ? "sequence<" : "") + DataTypeName(v.dtype) + (v.is_sequence ? ">" : "");
+  if (!v.has_shape) return s + " (shape unknown)";
+  s += " [";
+  for (size_t i = 0; i < v.shape.size(); ++i)
+    s += (i ? ", " : "") + (v.shape[i].known() ? std::to_string(v.shape[i].value)
+                                              : v.shape[i].symbol.empty() ? "?" : v.shape[i].symbol);
+  return s + "]";
+}
+
+void CountOps(const Graph& graph, std::map<std::string, int>& counts) {
+  for (const auto& n : graph.nodes) {
+    ++counts[(n.domain.empty() ? "" : n.domain + ".") + n.op_type];
+    for (const auto& [key, a] : n.attributes) {
+      if (a.g) CountOps(*a.g, counts);
+      for (const auto& g : a.graphs) CountOps(*g, counts);
+    }
+  }
+}
+
+int Inspect(const std::string& path) {
+  Model model = LoadModel(path);
+  const Graph& g = model.graph;
+  std::cout << "model: " << path << "\n";
+  std::cout << "ir_version: " << model.ir_version << (model.producer.empty() ? "" : ", producer: " + model.producer)
+            << "\n";
+  std::cout << "opsets:";
+  for (const auto& [domain, version] : model.opsets) std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
+  std::cout << "\ninputs:\n";
+  for (const auto& in : g.inputs)
+    if (!g.IsInitializer(in.name)) std::cout << "  " << in.name << ": " << DescribeValue(in) << "\n";
+  std::cout << "outputs:\n";
+  for (const auto& out : g.outputs) std::cout << "  " << out.name << ": " << DescribeValue(out) << "\n";
+  std::map<std::string, int> counts;
+  CountOps(g, counts);
+  std::cout << "operators (" << g.nodes.size() << " nodes):\n";
+  for (const auto& [op, n] : counts) std::cout << "  " << op << ": " << n << "\n";
+  int64_t params = 0, param_bytes = 0;
+  for (const auto& [name, t] : g.initializers) {
+    params += t.numel();
+    param_bytes += static_cast<int64_t>(t.nbytes());
+  }
+  std::cout << "parameters: " << g.initializers.size() << " tensors, " << params << " elements, " << param_bytes
+            << " bytes\n";
+  return 0;
+}
+
+std::string FileNameFor(std::string value_name) {
+  for (char& c : value_name)
+    if (c == '/' || c == ':' || c == '\\') c = '_';
+  return value_name + ".npy";
+}
+
+int Run(const std::string& path, const std::vector<std::string>& inputs, const std::string& out_dir, int threads) {
+  SessionOptions options;
+  options.num_threads = threads;
+  Session session = Session::FromFile(path, options);
+  std::map<std::string, Tensor> feeds;
+  for (const auto& spec : inputs) {
+    size_t eq = spec.find('=');
+    ET_CHECK(eq != std::string::npos && eq > 0, ErrorCode::kInvalidArgument, "--input '", spec,
+             "' must have the form NAME=FILE.npy");
+    feeds[spec.substr(0, eq)] = ReadNpy(spec.substr(eq + 1));
+  }
+  std::vector<Tensor> outputs = session.Run(feeds);
+  fs::create_directories(out_dir);
+  std::vector<std::string> names = session.OutputNames();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string file = (fs::path(out_dir) / FileNameFor(names[i])).string();
+    WriteNpy(file, outputs[i]);
+    std::cout << names[i] << ": " << DataTypeName(outputs[i].dtype()) << " " << ShapeToString(outputs[i].shape())
+              << " -> " << file << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"edgetrain: train ONNX models on the device where the data lives"};
+  app.require_subcommand(1);
+
+  std::string model_path, out_dir = ".";
+  std::vector<std::string> inputs;
+  int threads = 1;
+  auto* run = app.add_subcommand("run", "Run a model on .npy inputs and write each output as .npy");
+  run->add_option("model", model_path, "ONNX model")->required();
+  run->add_option("--input,-i", inputs, "NAME=FILE.npy, one per model input");
+  run->add_option("--output-dir,-o", out_dir, "Directory for the output .npy files");
+  run->add_option("--threads", threads, "Intra-op threads")->check(CLI::Range(1, 256));
+
+  auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, opsets, operators and parameters");
+  inspect->add_option("model", model_path, "ONNX model")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*run) return Run(model_path, inputs, out_dir, threads);
+    if (*inspect) return Inspect(model_path);
+  } catch (const Error& e) {
+    std::cerr << "error (" << ErrorCodeName(e.code()) << "): " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -51,6 +51,7 @@ struct Node {
   std::vector<std::string> inputs;   // "" marks an omitted optional input
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::map<std::string, Attribute> attributes;
+  int64_t opset = 0;  // opset of `domain` this node was written for; 0 = the model's
 
   // "node 'conv1' (Conv)" for error messages.
   std::string Describe() const;

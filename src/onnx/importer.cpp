@@ -1,1 +1,245 @@
-// placeholder
+#include "onnx/importer.hpp"
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <fstream>
+#include <unordered_map>
+
+#include "onnx/proto.hpp"
+
+namespace edgetrain {
+
+namespace {
+
+using onnx_proto::TensorFromProto;
+
+struct ImportContext {
+  std::string source;
+  std::string base_dir;
+  const ImportOptions* options;
+  std::map<std::string, int64_t> opsets;
+  std::unordered_map<std::string, const onnx::FunctionProto*> local_functions;  // "domain:name"
+  std::unordered_map<std::string, onnx::TypeProto> inferred_types;
+  int unique = 0;
+};
+
+struct ExpandedNode {
+  onnx::NodeProto proto;
+  int64_t opset = 0;  // 0: the model's
+};
+
+std::string NormalDomain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+
+Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx);
+
+Attribute ConvertAttribute(const onnx::AttributeProto& a, const std::string& where, ImportContext& ctx) {
+  Attribute out;
+  using A = onnx::AttributeProto;
+  std::string what = where + " attribute '" + a.name() + "'";
+  switch (a.type()) {
+    case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case A::TENSOR: out.kind = Attribute::Kind::kTensor; out.t = TensorFromProto(a.t(), ctx.base_dir, what); break;
+    case A::GRAPH: out.kind = Attribute::Kind::kGraph; out.g = std::make_shared<Graph>(ConvertGraph(a.g(), ctx)); break;
+    case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::TENSORS:
+      out.kind = Attribute::Kind::kTensors;
+      for (const auto& t : a.tensors()) out.tensors.push_back(TensorFromProto(t, ctx.base_dir, what));
+      break;
+    case A::GRAPHS:
+      out.kind = Attribute::Kind::kGraphs;
+      for (const auto& sub : a.graphs()) out.graphs.push_back(std::make_shared<Graph>(ConvertGraph(sub, ctx)));
+      break;
+    default: Fail(ErrorCode::kNotImplemented, what, ": attribute type ", static_cast<int>(a.type()), " is not supported");
+  }
+  return out;
+}
+
+// A Constant's value_* forms all become one 'value' tensor attribute.
+void NormalizeConstant(Node& node) {
+  if (node.HasAttr("value")) return;
+  Attribute value;
+  value.kind = Attribute::Kind::kTensor;
+  if (const Attribute* a = node.Find("value_float")) value.t = Tensor::Scalar<float>(a->f);
+  else if (const Attribute* a = node.Find("value_int")) value.t = Tensor::Scalar<int64_t>(a->i);
+  else if (const Attribute* a = node.Find("value_floats"))
+    value.t = Tensor::FromVector<float>(a->floats, {static_cast<int64_t>(a->floats.size())});
+  else if (const Attribute* a = node.Find("value_ints"))
+    value.t = Tensor::FromVector<int64_t>(a->ints, {static_cast<int64_t>(a->ints.size())});
+  else Fail(ErrorCode::kNotImplemented, node.Describe(), ": only tensor, float and int constants are supported");
+  node.attributes.clear();
+  node.attributes["value"] = value;
+}
+
+const onnx::FunctionProto* FindFunctionBody(const onnx::NodeProto& node, int64_t opset, ImportContext& ctx,
+                                            onnx::FunctionProto& storage) {
+  std::string domain = NormalDomain(node.domain());
+  auto local = ctx.local_functions.find(domain + ":" + node.op_type());
+  if (local != ctx.local_functions.end()) return local->second;
+  if (!ctx.options->has_kernel || ctx.options->has_kernel(domain, node.op_type(), opset)) return nullptr;
+  const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), domain);
+  if (!schema) return nullptr;
+  if (schema->HasFunction()) return schema->GetFunction();
+  if (schema->HasContextDependentFunction()) {
+    std::vector<onnx::TypeProto> input_types;
+    for (const auto& in : node.input()) {
+      auto it = ctx.inferred_types.find(in);
+      input_types.push_back(it == ctx.inferred_types.end() ? onnx::TypeProto() : it->second);
+    }
+    onnx::FunctionBodyBuildContextImpl build(node, input_types);
+    try {
+      if (schema->BuildContextDependentFunction(build, storage)) return &storage;
+    } catch (const std::exception&) {
+      return nullptr;  // the op stays as it is and is reported unsupported
+    }
+  }
+  return nullptr;
+}
+
+// Replaces calls of functions (model-local, or ONNX function ops we have no kernel for) by their
+// bodies, recursively. Values inside a body get a unique prefix.
+void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>& out, ImportContext& ctx, int depth) {
+  ET_CHECK(depth < 32, ErrorCode::kInvalidModel, ctx.source, ": functions nest more than 32 deep (recursive function?)");
+  for (const auto& item : in) {
+    const onnx::NodeProto& node = item.proto;
+    int64_t opset = item.opset ? item.opset : ctx.opsets[NormalDomain(node.domain())];
+    onnx::FunctionProto built;
+    const onnx::FunctionProto* fn = FindFunctionBody(node, opset, ctx, built);
+    if (!fn) {
+      out.push_back(item);
+      continue;
+    }
+    std::string prefix = "_" + node.op_type() + std::to_string(ctx.unique++) + "/";
+    std::unordered_map<std::string, std::string> rename;
+    for (int i = 0; i < fn->input_size(); ++i) rename[fn->input(i)] = i < node.input_size() ? node.input(i) : "";
+    for (int i = 0; i < fn->output_size(); ++i) rename[fn->output(i)] = i < node.output_size() ? node.output(i) : "";
+    auto map_name = [&](const std::string& name) -> std::string {
+      if (name.empty()) return name;
+      auto it = rename.find(name);
+      return it != rename.end() ? it->second : prefix + name;
+    };
+    std::unordered_map<std::string, const onnx::AttributeProto*> call_attrs;
+    for (const auto& a : node.attribute()) call_attrs[a.name()] = &a;
+    int64_t body_opset = 0;
+    for (const auto& imp : fn->opset_import())
+      if (NormalDomain(imp.domain()).empty()) body_opset = imp.version();
+    std::vector<ExpandedNode> body;
+    for (const auto& b : fn->node()) {
+      ExpandedNode e;
+      e.proto = b;
+      e.opset = NormalDomain(b.domain()).empty() ? body_opset : 0;
+      e.proto.set_name(node.name() + "/" + (b.name().empty() ? b.op_type() : b.name()));
+      for (int i = 0; i < e.proto.input_size(); ++i) e.proto.set_input(i, map_name(b.input(i)));
+      for (int i = 0; i < e.proto.output_size(); ++i) e.proto.set_output(i, map_name(b.output(i)));
+      e.proto.clear_attribute();
+      for (const auto& a : b.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *e.proto.add_attribute() = a;
+        } else if (auto it = call_attrs.find(a.ref_attr_name()); it != call_attrs.end()) {
+          onnx::AttributeProto* copy = e.proto.add_attribute();
+          *copy = *it->second;
+          copy->set_name(a.name());
+        }
+      }
+      body.push_back(std::move(e));
+    }
+    ExpandNodes(body, out, ctx, depth + 1);
+  }
+}
+
+Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx) {
+  Graph graph;
+  graph.name = g.name();
+  for (const auto& init : g.initializer()) {
+    ET_CHECK(!init.name().empty(), ErrorCode::kInvalidModel, ctx.source, ": an initializer has no name");
+    graph.initializers[init.name()] =
+        TensorFromProto(init, ctx.base_dir, "initializer '" + init.name() + "' in " + ctx.source);
+  }
+  ET_CHECK(g.sparse_initializer_size() == 0, ErrorCode::kNotImplemented, ctx.source,
+           ": sparse initializers are not supported");
+  for (const auto& v : g.input()) graph.inputs.push_back(onnx_proto::ValueInfoFromProto(v));
+  for (const auto& v : g.output()) graph.outputs.push_back(onnx_proto::ValueInfoFromProto(v));
+  for (const auto& v : g.value_info()) graph.value_info[v.name()] = onnx_proto::ValueInfoFromProto(v);
+
+  std::vector<ExpandedNode> nodes, expanded;
+  for (const auto& n : g.node()) nodes.push_back({n, 0});
+  ExpandNodes(nodes, expanded, ctx, 0);
+  int index = 0;
+  for (const auto& e : expanded) {
+    const onnx::NodeProto& n = e.proto;
+    Node node;
+    node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+    ++index;
+    node.op_type = n.op_type();
+    node.domain = NormalDomain(n.domain());
+    node.opset = e.opset;
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) node.attributes[a.name()] = ConvertAttribute(a, node.Describe(), ctx);
+    if (node.op_type == "Constant" && node.domain.empty()) NormalizeConstant(node);
+    graph.nodes.push_back(std::move(node));
+  }
+  return graph;
+}
+
+void CollectInferredTypes(const onnx::GraphProto& g, ImportContext& ctx) {
+  for (const auto* list : {&g.input(), &g.output(), &g.value_info()})
+    for (const auto& v : *list) ctx.inferred_types[v.name()] = v.type();
+}
+
+Model ImportProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
+                  const ImportOptions& options) {
+  ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
+           "' is not a valid ONNX model: it has no graph (truncated or corrupt file?)");
+  ImportContext ctx{source, base_dir, &options, {}, {}, {}, 0};
+  Model model;
+  model.source = source;
+  model.ir_version = proto.ir_version();
+  model.producer = proto.producer_name();
+  for (const auto& imp : proto.opset_import()) ctx.opsets[NormalDomain(imp.domain())] = imp.version();
+  if (!ctx.opsets.count("")) ctx.opsets[""] = 1;
+  model.opsets = ctx.opsets;
+  for (const auto& f : proto.functions()) ctx.local_functions[NormalDomain(f.domain()) + ":" + f.name()] = &f;
+
+  if (options.infer_shapes) {
+    onnx::ModelProto inferred = proto;
+    try {
+      onnx::ShapeInferenceOptions opts{false, 0, false};
+      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(), opts);
+      proto.mutable_graph()->mutable_value_info()->CopyFrom(inferred.graph().value_info());
+    } catch (const std::exception&) {
+      // Inference is best effort: kernels compute shapes at run time anyway.
+    }
+    CollectInferredTypes(proto.graph(), ctx);
+  }
+  model.graph = ConvertGraph(proto.graph(), ctx);
+  return model;
+}
+
+}  // namespace
+
+Model LoadModelFromBuffer(const void* data, size_t size, const std::string& source, const std::string& base_dir,
+                          const ImportOptions& options) {
+  onnx::ModelProto proto;
+  ET_CHECK(size <= static_cast<size_t>(INT32_MAX) && proto.ParseFromArray(data, static_cast<int>(size)),
+           ErrorCode::kInvalidModel, "'", source, "' is not a valid ONNX model (truncated or corrupt protobuf)");
+  return ImportProto(proto, source, base_dir, options);
+}
+
+Model LoadModel(const std::string& path, const ImportOptions& options) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  ET_CHECK(file.good(), ErrorCode::kIoError, "cannot open model file '", path, "'");
+  std::string bytes(static_cast<size_t>(file.tellg()), '\0');
+  file.seekg(0);
+  file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ET_CHECK(!bytes.empty(), ErrorCode::kInvalidModel, "'", path, "' is empty, not an ONNX model");
+  size_t slash = path.find_last_of('/');
+  std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return LoadModelFromBuffer(bytes.data(), bytes.size(), path, base_dir, options);
+}
+
+}  // namespace edgetrain

@@ -1,1 +1,179 @@
-// placeholder
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "onnx/proto.hpp"
+
+namespace edgetrain::onnx_proto {
+
+namespace {
+
+std::string ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what,
+                             uint64_t expected_bytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  ET_CHECK(!location.empty(), ErrorCode::kInvalidModel, what, ": external data has no location");
+  ET_CHECK(location.find("..") == std::string::npos && location[0] != '/', ErrorCode::kInvalidModel, what,
+           ": external data location '", location, "' must be a relative path inside the model's directory");
+  std::string path = base_dir + "/" + location;
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  ET_CHECK(file.good(), ErrorCode::kIoError, what, ": cannot open external data file '", path, "'");
+  int64_t file_size = static_cast<int64_t>(file.tellg());
+  if (length < 0) length = static_cast<int64_t>(expected_bytes);
+  ET_CHECK(static_cast<uint64_t>(length) == expected_bytes, ErrorCode::kInvalidModel, what, ": external data length ",
+           length, " does not match the ", expected_bytes, " bytes its shape needs");
+  ET_CHECK(offset >= 0 && offset + length <= file_size, ErrorCode::kInvalidModel, what, ": external data [", offset,
+           ", ", offset + length, ") is outside '", path, "' (", file_size, " bytes)");
+  std::string bytes(static_cast<size_t>(length), '\0');
+  file.seekg(offset);
+  file.read(bytes.data(), length);
+  ET_CHECK(file.good(), ErrorCode::kIoError, what, ": failed reading external data from '", path, "'");
+  return bytes;
+}
+
+template <typename Field, typename T>
+void CopyField(const Field& field, Tensor& t, const std::string& what) {
+  ET_CHECK(static_cast<int64_t>(field.size()) == t.numel(), ErrorCode::kInvalidModel, what, ": holds ", field.size(),
+           " values but its shape ", ShapeToString(t.shape()), " needs ", t.numel());
+  T* out = static_cast<T*>(t.raw());
+  for (int i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field.Get(i));
+}
+
+}  // namespace
+
+Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what) {
+  ET_CHECK(IsKnownDataType(proto.data_type()), ErrorCode::kNotImplemented, what, ": unsupported data type ",
+           proto.data_type());
+  DataType dtype = static_cast<DataType>(proto.data_type());
+  ET_CHECK(dtype != DataType::kString, ErrorCode::kNotImplemented, what, ": string tensors are not supported");
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape)
+    ET_CHECK(d >= 0, ErrorCode::kInvalidModel, what, ": negative dimension in shape ", ShapeToString(shape));
+  int64_t numel = NumElements(shape);
+  uint64_t bytes = static_cast<uint64_t>(numel) * DataTypeSize(dtype);
+  ET_CHECK(numel == 0 || bytes / DataTypeSize(dtype) == static_cast<uint64_t>(numel), ErrorCode::kResourceExhausted,
+           what, ": shape ", ShapeToString(shape), " overflows");
+
+  bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
+  std::string external_bytes;
+  const std::string* raw = nullptr;
+  if (external) {
+    ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": shape ", ShapeToString(shape),
+             " needs ", bytes, " bytes, more than the limit of ", kMaxTensorBytes);
+    external_bytes = ReadExternalData(proto, base_dir, what, bytes);
+    raw = &external_bytes;
+  } else if (proto.has_raw_data()) {
+    raw = &proto.raw_data();
+  }
+  if (raw) {
+    // Checked before allocating: a declared shape must match the bytes actually present.
+    ET_CHECK(raw->size() == bytes, ErrorCode::kInvalidModel, what, ": has ", raw->size(),
+             " bytes of data but its shape ", ShapeToString(shape), " of ", DataTypeName(dtype), " needs ", bytes);
+    Tensor t(dtype, shape, what);
+    if (bytes) std::memcpy(t.raw(), raw->data(), bytes);
+    return t;
+  }
+  size_t present = static_cast<size_t>(proto.float_data_size() + proto.int32_data_size() + proto.int64_data_size() +
+                                       proto.double_data_size() + proto.uint64_data_size());
+  ET_CHECK(present == static_cast<size_t>(numel), ErrorCode::kInvalidModel, what, ": holds ", present,
+           " values but its shape ", ShapeToString(shape), " needs ", numel);
+  Tensor t(dtype, shape, what);
+  switch (dtype) {
+    case DataType::kFloat32: CopyField<decltype(proto.float_data()), float>(proto.float_data(), t, what); break;
+    case DataType::kFloat64: CopyField<decltype(proto.double_data()), double>(proto.double_data(), t, what); break;
+    case DataType::kInt64: CopyField<decltype(proto.int64_data()), int64_t>(proto.int64_data(), t, what); break;
+    case DataType::kUint64: CopyField<decltype(proto.uint64_data()), uint64_t>(proto.uint64_data(), t, what); break;
+    case DataType::kUint32: CopyField<decltype(proto.uint64_data()), uint32_t>(proto.uint64_data(), t, what); break;
+    case DataType::kInt32: CopyField<decltype(proto.int32_data()), int32_t>(proto.int32_data(), t, what); break;
+    case DataType::kInt16: CopyField<decltype(proto.int32_data()), int16_t>(proto.int32_data(), t, what); break;
+    case DataType::kInt8: CopyField<decltype(proto.int32_data()), int8_t>(proto.int32_data(), t, what); break;
+    case DataType::kUint16: CopyField<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), t, what); break;
+    case DataType::kUint8: CopyField<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), t, what); break;
+    case DataType::kBool: CopyField<decltype(proto.int32_data()), bool>(proto.int32_data(), t, what); break;
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {  // bit patterns stored in int32_data
+      ET_CHECK(proto.int32_data_size() == numel, ErrorCode::kInvalidModel, what, ": holds ", proto.int32_data_size(),
+               " values but needs ", numel);
+      auto* out = static_cast<uint16_t*>(t.raw());
+      for (int64_t i = 0; i < numel; ++i) out[i] = static_cast<uint16_t>(proto.int32_data(static_cast<int>(i)));
+      break;
+    }
+    default: Fail(ErrorCode::kNotImplemented, what, ": unsupported data type ", DataTypeName(dtype));
+  }
+  return t;
+}
+
+void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto) {
+  proto->Clear();
+  proto->set_name(name);
+  proto->set_data_type(static_cast<int32_t>(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto->add_dims(d);
+  proto->set_raw_data(tensor.raw(), tensor.nbytes());
+}
+
+ValueInfo ValueInfoFromProto(const onnx::ValueInfoProto& proto) {
+  ValueInfo info;
+  info.name = proto.name();
+  const onnx::TypeProto* type = &proto.type();
+  if (type->has_sequence_type()) {
+    info.is_sequence = true;
+    type = &type->sequence_type().elem_type();
+  } else if (type->has_optional_type()) {
+    Fail(ErrorCode::kNotImplemented, "value '", proto.name(), "' has an optional type, which is not supported");
+  }
+  if (type->has_tensor_type()) {
+    const auto& tt = type->tensor_type();
+    info.dtype = IsKnownDataType(tt.elem_type()) ? static_cast<DataType>(tt.elem_type()) : DataType::kUndefined;
+    if (tt.has_shape()) {
+      info.has_shape = true;
+      for (const auto& d : tt.shape().dim()) {
+        Dim dim;
+        if (d.has_dim_value()) dim.value = d.dim_value();
+        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        info.shape.push_back(dim);
+      }
+    }
+  }
+  return info;
+}
+
+void ValueInfoToProto(const ValueInfo& info, onnx::ValueInfoProto* proto) {
+  proto->set_name(info.name);
+  onnx::TypeProto_Tensor* tt = info.is_sequence
+                                   ? proto->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()
+                                   : proto->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(info.dtype));
+  if (info.has_shape) {
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : info.shape) {
+      auto* dim = shape->add_dim();
+      if (d.known()) dim->set_dim_value(d.value);
+      else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+    }
+  }
+}
+
+template <typename M>
+M ParseFile(const std::string& path, const std::string& kind) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  ET_CHECK(file.good(), ErrorCode::kIoError, "cannot open ", kind, " '", path, "'");
+  std::streamsize size = file.tellg();
+  std::string bytes(static_cast<size_t>(size), '\0');
+  file.seekg(0);
+  file.read(bytes.data(), size);
+  M message;
+  ET_CHECK(message.ParseFromString(bytes), ErrorCode::kInvalidModel, "'", path, "' is not a valid ", kind,
+           " (truncated or corrupt protobuf)");
+  return message;
+}
+
+template onnx::TensorProto ParseFile<onnx::TensorProto>(const std::string&, const std::string&);
+template onnx::ModelProto ParseFile<onnx::ModelProto>(const std::string&, const std::string&);
+template onnx::SequenceProto ParseFile<onnx::SequenceProto>(const std::string&, const std::string&);
+
+}  // namespace edgetrain::onnx_proto

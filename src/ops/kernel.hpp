@@ -33,6 +33,7 @@ class KernelContext {
   // Throws kInvalidModel naming the node when input i is absent or is a sequence.
   virtual const Tensor& Input(size_t i) const = 0;
   virtual const TensorSequence& InputSequence(size_t i) const = 0;
+  virtual bool InputIsSequence(size_t i) const = 0;
 
   size_t NumOutputs() const { return num_outputs_; }
   // True when output i is requested by the graph (not omitted, not past the end).

@@ -1,1 +1,540 @@
-// placeholder
+#include "runtime/session.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/passes.hpp"
+#include "onnx/importer.hpp"
+
+namespace edgetrain {
+
+namespace {
+
+constexpr size_t kNoSlot = static_cast<size_t>(-1);
+
+int64_t NodeOpset(const Node& node, const Model& model) {
+  return node.opset ? node.opset : model.OpsetFor(node.domain);
+}
+
+using OutputAllocator = std::function<Tensor(size_t output, const Shape& shape, DataType dtype)>;
+using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
+
+// The KernelContext of one node execution: inputs point at runtime values, outputs are written
+// through `allocate` (which decides where the memory comes from).
+class StepContext final : public KernelContext {
+ public:
+  StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
+              std::vector<const RuntimeValue*> inputs, std::vector<RuntimeValue*> outputs, OutputAllocator allocate,
+              SubgraphRunner run_subgraph)
+      : inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        allocate_(std::move(allocate)),
+        run_subgraph_(std::move(run_subgraph)),
+        scratch_(outputs_.size()) {
+    node_ = &node;
+    opset_ = opset;
+    threads_ = threads;
+    rng_ = rng;
+    num_inputs_ = inputs_.size();
+    num_outputs_ = outputs_.size();
+  }
+
+  bool HasInput(size_t i) const override { return i < inputs_.size() && inputs_[i] != nullptr; }
+
+  const Tensor& Input(size_t i) const override {
+    ET_CHECK(HasInput(i), ErrorCode::kInvalidModel, node_->Describe(), ": required input ", i, " is missing");
+    ET_CHECK(!inputs_[i]->is_sequence, ErrorCode::kInvalidModel, node_->Describe(), ": input ", i, " ('",
+             node_->inputs[i], "') is a sequence, expected a tensor");
+    ET_CHECK(inputs_[i]->tensor.defined(), ErrorCode::kInvalidModel, node_->Describe(), ": input ", i, " ('",
+             node_->inputs[i], "') was not computed");
+    return inputs_[i]->tensor;
+  }
+
+  const TensorSequence& InputSequence(size_t i) const override {
+    ET_CHECK(HasInput(i), ErrorCode::kInvalidModel, node_->Describe(), ": required input ", i, " is missing");
+    ET_CHECK(inputs_[i]->is_sequence, ErrorCode::kInvalidModel, node_->Describe(), ": input ", i, " ('",
+             node_->inputs[i], "') is a tensor, expected a sequence");
+    return inputs_[i]->sequence;
+  }
+
+  bool InputIsSequence(size_t i) const override { return HasInput(i) && inputs_[i]->is_sequence; }
+
+  bool HasOutput(size_t i) const override { return i < outputs_.size() && outputs_[i] != nullptr; }
+
+  Tensor& Output(size_t i, const Shape& shape, DataType dtype) override {
+    ET_CHECK(i < outputs_.size(), ErrorCode::kInternal, node_->Describe(), ": output ", i, " does not exist");
+    if (!outputs_[i]) {
+      scratch_[i] = Tensor(dtype, shape, node_->Describe() + " output " + std::to_string(i));
+      return scratch_[i];
+    }
+    outputs_[i]->is_sequence = false;
+    outputs_[i]->tensor = allocate_(i, shape, dtype);
+    return outputs_[i]->tensor;
+  }
+
+  void SetOutputSequence(size_t i, TensorSequence sequence) override {
+    ET_CHECK(i < outputs_.size(), ErrorCode::kInternal, node_->Describe(), ": output ", i, " does not exist");
+    if (!outputs_[i]) return;
+    outputs_[i]->is_sequence = true;
+    outputs_[i]->tensor = Tensor();
+    outputs_[i]->sequence = std::move(sequence);
+  }
+
+  std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) override {
+    ET_CHECK(run_subgraph_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(),
+             ": subgraphs cannot run in this context");
+    return run_subgraph_(graph, inputs);
+  }
+
+ private:
+  std::vector<const RuntimeValue*> inputs_;
+  std::vector<RuntimeValue*> outputs_;
+  OutputAllocator allocate_;
+  SubgraphRunner run_subgraph_;
+  std::vector<Tensor> scratch_;
+};
+
+// Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
+template <typename Fn>
+void RunNamingNode(const Node& node, Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    std::string message = e.what();
+    if (message.rfind("node '", 0) != 0) message = node.Describe() + ": " + message;
+    throw Error(e.code(), message);
+  } catch (const std::bad_alloc&) {
+    Fail(ErrorCode::kResourceExhausted, node.Describe(), ": out of memory");
+  } catch (const std::exception& e) {
+    Fail(ErrorCode::kInternal, node.Describe(), ": ", e.what());
+  }
+}
+
+std::vector<Tensor> EvaluateNode(const Node& node, int64_t opset, const std::vector<Tensor>& inputs, ThreadPool* threads,
+                                 std::mt19937_64* rng) {
+  const OpKernelEntry* entry = OpRegistry::Global().Find(node.domain, node.op_type, opset);
+  ET_CHECK(entry, ErrorCode::kNotImplemented, node.Describe(), ": operator is not supported at opset ", opset);
+  std::vector<RuntimeValue> in_values(inputs.size()), out_values(node.outputs.size());
+  std::vector<const RuntimeValue*> in_ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in_values[i].tensor = inputs[i];
+    in_ptrs.push_back(inputs[i].defined() ? &in_values[i] : nullptr);
+  }
+  std::vector<RuntimeValue*> out_ptrs;
+  for (size_t i = 0; i < node.outputs.size(); ++i) out_ptrs.push_back(node.outputs[i].empty() ? nullptr : &out_values[i]);
+  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs,
+                  [&](size_t i, const Shape& shape, DataType dtype) {
+                    return Tensor(dtype, shape, node.Describe() + " output '" + node.outputs[i] + "'");
+                  },
+                  nullptr);
+  RunNamingNode(node, [&] { entry->kernel(ctx); });
+  std::vector<Tensor> out;
+  for (auto& v : out_values) out.push_back(v.tensor);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model) {
+  std::vector<std::string> missing;
+  for (const auto& node : graph.nodes) {
+    if (!OpRegistry::Global().Find(node.domain, node.op_type, NodeOpset(node, model))) {
+      missing.push_back((node.domain.empty() ? "" : node.domain + ".") + node.op_type + "-" +
+                        std::to_string(NodeOpset(node, model)) + " (node '" + node.name + "')");
+    }
+    for (const auto& [key, a] : node.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (const auto& sub : subs) {
+        auto inner = UnsupportedOperators(*sub, model);
+        missing.insert(missing.end(), inner.begin(), inner.end());
+      }
+    }
+  }
+  return missing;
+}
+
+// Executes one graph. A subgraph executor resolves names it does not define through its parent.
+class GraphExecutor {
+ public:
+  GraphExecutor(const Graph& graph, const Model& model, ThreadPool* threads, std::mt19937_64* rng,
+                const GraphExecutor* parent, bool plan_memory)
+      : graph_(graph), model_(model), threads_(threads), rng_(rng), parent_(parent), plan_memory_(plan_memory) {
+    Compile();
+  }
+
+  std::vector<RuntimeValue> Run(const std::vector<std::pair<size_t, RuntimeValue>>& feeds,
+                                const std::vector<size_t>& fetch_slots) {
+    for (size_t s = 0; s < values_.size(); ++s) values_[s] = RuntimeValue();
+    for (const auto& [slot, tensor] : initializer_values_) values_[slot].tensor = tensor;
+    for (const auto& [slot, name] : outer_slots_) values_[slot] = parent_->Lookup(name);
+    for (const auto& [slot, value] : feeds) values_[slot] = value;
+
+    std::string signature;
+    for (const auto& [slot, value] : feeds) signature += std::to_string(slot) + ":" + ShapeToString(value.tensor.shape());
+    bool planned = plan_memory_ && plan_valid_ && signature == plan_signature_;
+    if (!planned) {
+      std::fill(planned_bytes_.begin(), planned_bytes_.end(), 0);
+      std::fill(define_step_.begin(), define_step_.end(), -1);
+    }
+    bool plan_broken = false;
+
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& step = steps_[k];
+      std::vector<const RuntimeValue*> inputs;
+      for (size_t s : step.inputs) inputs.push_back(s == kNoSlot ? nullptr : &values_[s]);
+      std::vector<RuntimeValue*> outputs;
+      for (size_t s : step.outputs) outputs.push_back(s == kNoSlot ? nullptr : &values_[s]);
+      auto allocate = [&, k](size_t i, const Shape& shape, DataType dtype) -> Tensor {
+        size_t slot = step.outputs[i];
+        std::string what = step.node->Describe() + " output '" + step.node->outputs[i] + "'";
+        if (!plan_memory_ || pinned_[slot]) return Tensor(dtype, shape, what);
+        if (planned) {
+          uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(dtype);
+          if (bytes <= planned_bytes_[slot] && planned_offset_[slot] >= 0)
+            return Tensor::Borrow(dtype, shape, static_cast<uint8_t*>(arena_.raw()) + planned_offset_[slot]);
+          plan_broken = true;  // data-dependent size grew: fall back, replan next run
+          return Tensor(dtype, shape, what);
+        }
+        Tensor t(dtype, shape, what);
+        planned_bytes_[slot] = std::max<uint64_t>(planned_bytes_[slot], t.nbytes());
+        define_step_[slot] = static_cast<int64_t>(k);
+        return t;
+      };
+      SubgraphRunner run_subgraph = [this](const Graph& g, const std::vector<Tensor>& in) {
+        return RunSubgraph(g, in);
+      };
+      StepContext ctx(*step.node, step.opset, threads_, rng_, std::move(inputs), std::move(outputs), allocate,
+                      run_subgraph);
+      RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
+      for (size_t s : step.release) values_[s] = RuntimeValue();
+    }
+
+    std::vector<RuntimeValue> out;
+    for (size_t s : fetch_slots) out.push_back(values_[s]);
+    for (size_t s = 0; s < values_.size(); ++s)
+      if (!pinned_[s]) values_[s] = RuntimeValue();
+    if (plan_memory_ && !planned) BuildPlan(signature);
+    if (plan_broken) plan_valid_ = false;
+    return out;
+  }
+
+  size_t SlotOf(const std::string& name) const {
+    auto it = slot_of_.find(name);
+    return it == slot_of_.end() ? kNoSlot : it->second;
+  }
+
+  size_t arena_bytes() const { return plan_valid_ ? arena_.nbytes() : 0; }
+
+  // A value visible to subgraphs: our own slot, or our parent's.
+  RuntimeValue Lookup(const std::string& name) const {
+    size_t s = SlotOf(name);
+    if (s != kNoSlot) return values_[s];
+    ET_CHECK(parent_, ErrorCode::kInvalidModel, "value '", name, "' is not defined in any enclosing graph");
+    return parent_->Lookup(name);
+  }
+
+ private:
+  struct Step {
+    const Node* node;
+    const OpKernelEntry* kernel;
+    int64_t opset;
+    std::vector<size_t> inputs, outputs, release;
+  };
+
+  size_t AddSlot(const std::string& name) {
+    auto [it, inserted] = slot_of_.emplace(name, values_.size());
+    if (inserted) values_.emplace_back();
+    return it->second;
+  }
+
+  void Compile() {
+    std::vector<std::string> outer;
+    if (parent_) outer = parent_->VisibleNames();
+    std::vector<size_t> order = TopologicalOrder(graph_, outer);
+    for (const auto& [name, tensor] : graph_.initializers) initializer_values_.emplace_back(AddSlot(name), tensor);
+    for (const auto& in : graph_.inputs) AddSlot(in.name);
+    for (size_t index : order) {
+      const Node& node = graph_.nodes[index];
+      Step step{&node, nullptr, NodeOpset(node, model_), {}, {}, {}};
+      step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
+      ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
+               node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
+      for (const auto& in : node.inputs) {
+        if (in.empty()) {
+          step.inputs.push_back(kNoSlot);
+        } else if (slot_of_.count(in)) {
+          step.inputs.push_back(slot_of_[in]);
+        } else {  // read from an enclosing graph
+          size_t s = AddSlot(in);
+          outer_slots_.emplace_back(s, in);
+          step.inputs.push_back(s);
+        }
+      }
+      for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? kNoSlot : AddSlot(out));
+      steps_.push_back(std::move(step));
+    }
+    // Outer-scope names read inside nested subgraphs must be visible through Lookup.
+    pinned_.assign(values_.size(), false);
+    for (const auto& [slot, t] : initializer_values_) pinned_[slot] = true;
+    for (const auto& in : graph_.inputs) pinned_[slot_of_[in.name]] = true;
+    for (const auto& [slot, name] : outer_slots_) pinned_[slot] = true;
+    for (const auto& o : graph_.outputs)
+      if (slot_of_.count(o.name)) pinned_[slot_of_[o.name]] = true;
+    // Values read by a subgraph stay alive for the whole run (subgraphs look them up by name).
+    for (const auto& step : steps_)
+      if (HasSubgraph(*step.node))
+        for (size_t s = 0; s < values_.size(); ++s) pinned_[s] = true;
+    last_use_.assign(values_.size(), -1);
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      for (size_t s : steps_[k].inputs)
+        if (s != kNoSlot) last_use_[s] = static_cast<int64_t>(k);
+      for (size_t s : steps_[k].outputs)
+        if (s != kNoSlot) last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(k));
+    }
+    for (size_t s = 0; s < values_.size(); ++s)
+      if (!pinned_[s] && last_use_[s] >= 0) steps_[static_cast<size_t>(last_use_[s])].release.push_back(s);
+    planned_bytes_.assign(values_.size(), 0);
+    planned_offset_.assign(values_.size(), -1);
+    define_step_.assign(values_.size(), -1);
+  }
+
+  static bool HasSubgraph(const Node& node) {
+    for (const auto& [key, a] : node.attributes)
+      if (a.g || !a.graphs.empty()) return true;
+    return false;
+  }
+
+  std::vector<std::string> VisibleNames() const {
+    std::vector<std::string> names;
+    for (const auto& [name, slot] : slot_of_) names.push_back(name);
+    if (parent_) {
+      auto more = parent_->VisibleNames();
+      names.insert(names.end(), more.begin(), more.end());
+    }
+    return names;
+  }
+
+  // Greedy placement by size: each value gets the lowest 64-byte-aligned offset that does not
+  // overlap any already placed value whose lifetime [define, last use] intersects its own.
+  void BuildPlan(const std::string& signature) {
+    std::vector<size_t> order;
+    for (size_t s = 0; s < values_.size(); ++s)
+      if (define_step_[s] >= 0 && planned_bytes_[s] > 0) order.push_back(s);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return planned_bytes_[a] > planned_bytes_[b]; });
+    std::fill(planned_offset_.begin(), planned_offset_.end(), -1);
+    std::vector<size_t> placed;
+    uint64_t peak = 0;
+    for (size_t s : order) {
+      uint64_t size = (planned_bytes_[s] + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+      std::vector<std::pair<uint64_t, uint64_t>> busy;
+      for (size_t p : placed) {
+        bool overlap = define_step_[p] <= last_use_[s] && define_step_[s] <= last_use_[p];
+        if (overlap) busy.emplace_back(planned_offset_[p], planned_offset_[p] + planned_bytes_[p]);
+      }
+      std::sort(busy.begin(), busy.end());
+      uint64_t offset = 0;
+      for (const auto& [begin, end] : busy) {
+        if (offset + size <= begin) break;
+        offset = std::max(offset, (end + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment);
+      }
+      planned_offset_[s] = static_cast<int64_t>(offset);
+      peak = std::max(peak, offset + size);
+      placed.push_back(s);
+    }
+    arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
+    plan_signature_ = signature;
+    plan_valid_ = true;
+  }
+
+  std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) {
+    auto it = children_.find(&graph);
+    if (it == children_.end())
+      it = children_.emplace(&graph, std::make_unique<GraphExecutor>(graph, model_, threads_, rng_, this, false)).first;
+    GraphExecutor& child = *it->second;
+    ET_CHECK(inputs.size() <= graph.inputs.size(), ErrorCode::kInvalidModel, "subgraph '", graph.name, "' takes ",
+             graph.inputs.size(), " inputs, got ", inputs.size());
+    std::vector<std::pair<size_t, RuntimeValue>> feeds;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      RuntimeValue v;
+      v.tensor = inputs[i];
+      feeds.emplace_back(child.SlotOf(graph.inputs[i].name), v);
+    }
+    std::vector<size_t> fetch;
+    for (const auto& o : graph.outputs) {
+      size_t s = child.SlotOf(o.name);
+      ET_CHECK(s != kNoSlot, ErrorCode::kInvalidModel, "subgraph '", graph.name, "' output '", o.name,
+               "' is never computed");
+      fetch.push_back(s);
+    }
+    std::vector<Tensor> out;
+    for (auto& v : child.Run(feeds, fetch)) out.push_back(v.tensor);
+    return out;
+  }
+
+  const Graph& graph_;
+  const Model& model_;
+  ThreadPool* threads_;
+  std::mt19937_64* rng_;
+  const GraphExecutor* parent_;
+  bool plan_memory_;
+
+  std::unordered_map<std::string, size_t> slot_of_;
+  std::vector<RuntimeValue> values_;
+  std::vector<std::pair<size_t, Tensor>> initializer_values_;
+  std::vector<std::pair<size_t, std::string>> outer_slots_;
+  std::vector<Step> steps_;
+  std::vector<bool> pinned_;  // never released or placed in the arena during a run
+  std::vector<int64_t> last_use_, define_step_, planned_offset_;
+  std::vector<uint64_t> planned_bytes_;
+  Tensor arena_;
+  std::string plan_signature_;
+  bool plan_valid_ = false;
+  std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
+};
+
+Session::Session(Model model, SessionOptions options)
+    : model_(std::move(model)),
+      options_(options),
+      threads_(std::make_unique<ThreadPool>(options.num_threads)),
+      rng_(options.seed) {
+  std::vector<std::string> missing = UnsupportedOperators(model_.graph, model_);
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 20; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > 20) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+    Fail(ErrorCode::kNotImplemented, model_.source, ": unsupported operators: ", list);
+  }
+  if (options_.constant_folding) {
+    auto can_fold = [&](const Node& n) {
+      const OpKernelEntry* e = OpRegistry::Global().Find(n.domain, n.op_type, NodeOpset(n, model_));
+      return e && e->deterministic;
+    };
+    auto evaluate = [&](const Node& n, const std::vector<Tensor>& inputs) {
+      return EvaluateNode(n, NodeOpset(n, model_), inputs, threads_.get(), &rng_);
+    };
+    FoldConstants(model_.graph, evaluate, can_fold);
+  }
+  EliminateDeadNodes(model_.graph);
+  executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
+}
+
+Session Session::FromFile(const std::string& path, SessionOptions options) {
+  ImportOptions import;
+  import.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
+    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
+  };
+  return Session(LoadModel(path, import), options);
+}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+
+std::vector<const ValueInfo*> Session::Inputs() const {
+  std::vector<const ValueInfo*> out;
+  for (const auto& in : model_.graph.inputs)
+    if (!model_.graph.IsInitializer(in.name)) out.push_back(&in);
+  return out;
+}
+
+std::vector<std::string> Session::InputNames() const {
+  std::vector<std::string> names;
+  for (const auto* in : Inputs()) names.push_back(in->name);
+  return names;
+}
+
+std::vector<std::string> Session::OutputNames() const {
+  std::vector<std::string> names;
+  for (const auto& o : model_.graph.outputs) names.push_back(o.name);
+  return names;
+}
+
+size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
+
+void Session::SetSeed(uint64_t seed) { rng_.seed(seed); }
+
+namespace {
+
+std::string DescribeType(const ValueInfo& info) {
+  std::string s = (info.is_sequence ? "sequence of " : "") + DataTypeName(info.dtype);
+  if (!info.has_shape) return s;
+  s += " [";
+  for (size_t i = 0; i < info.shape.size(); ++i) {
+    if (i) s += ", ";
+    s += info.shape[i].known() ? std::to_string(info.shape[i].value)
+                               : (info.shape[i].symbol.empty() ? "?" : info.shape[i].symbol);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, RuntimeValue>& feeds,
+                                             const std::vector<std::string>& fetches) {
+  const Graph& graph = model_.graph;
+  std::vector<std::pair<size_t, RuntimeValue>> slot_feeds;
+  std::map<std::string, int64_t> symbols;
+  for (const auto& [name, value] : feeds) {
+    const ValueInfo* declared = nullptr;
+    for (const auto& in : graph.inputs)
+      if (in.name == name) declared = &in;
+    if (!declared) {
+      std::string valid;
+      for (const auto& n : InputNames()) valid += (valid.empty() ? "" : ", ") + n;
+      Fail(ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not an input of the model (inputs: ", valid,
+           ")");
+    }
+    std::string what = model_.source + ": input '" + name + "'";
+    if (declared->is_sequence || value.is_sequence) {
+      ET_CHECK(declared->is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, what, " expects ",
+               DescribeType(*declared));
+    } else {
+      const Tensor& t = value.tensor;
+      ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, what, " was fed an empty tensor");
+      if (declared->dtype != DataType::kUndefined)
+        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, what, " expects ", DescribeType(*declared),
+                 " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
+      if (declared->has_shape) {
+        ET_CHECK(t.rank() == declared->shape.size(), ErrorCode::kInvalidArgument, what, " expects rank ",
+                 declared->shape.size(), " (", DescribeType(*declared), ") but was fed shape ",
+                 ShapeToString(t.shape()));
+        for (size_t d = 0; d < t.rank(); ++d) {
+          const Dim& dim = declared->shape[d];
+          if (dim.known()) {
+            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, what, " expects ", DescribeType(*declared),
+                     " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
+          } else if (!dim.symbol.empty()) {
+            auto [it, inserted] = symbols.emplace(dim.symbol, t.dim(d));
+            ET_CHECK(inserted || it->second == t.dim(d), ErrorCode::kInvalidArgument, what, ": dimension ", d, " ('",
+                     dim.symbol, "') is ", t.dim(d), " but another input has '", dim.symbol, "' = ", it->second);
+          }
+        }
+      }
+    }
+    slot_feeds.emplace_back(executor_->SlotOf(name), value);
+  }
+  for (const auto* in : Inputs())
+    ET_CHECK(feeds.count(in->name), ErrorCode::kInvalidArgument, model_.source, ": missing input '", in->name, "' (",
+             DescribeType(*in), ")");
+
+  std::vector<size_t> fetch_slots;
+  for (const auto& name : fetches.empty() ? OutputNames() : fetches) {
+    size_t s = executor_->SlotOf(name);
+    ET_CHECK(s != kNoSlot, ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not a value of the model");
+    fetch_slots.push_back(s);
+  }
+  return executor_->Run(slot_feeds, fetch_slots);
+}
+
+std::vector<Tensor> Session::Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches) {
+  std::map<std::string, RuntimeValue> values;
+  for (const auto& [name, t] : feeds) values[name].tensor = t;
+  std::vector<Tensor> out;
+  for (auto& v : RunValues(values, fetches)) {
+    ET_CHECK(!v.is_sequence, ErrorCode::kInvalidArgument, model_.source, ": an output is a sequence; use RunValues");
+    out.push_back(v.tensor);
+  }
+  return out;
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,22 @@
+// Graph-level passes over our IR.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.hpp"
+
+namespace edgetrain {
+
+// Removes nodes none of whose outputs reach `keep` (default: the graph outputs).
+void EliminateDeadNodes(Graph& graph, const std::vector<std::string>& keep = {});
+
+// Evaluates a node on constant inputs; returns its outputs (one per node output).
+using NodeEvaluator = std::function<std::vector<Tensor>(const Node&, const std::vector<Tensor>&)>;
+
+// Replaces every node whose inputs are all constant (initializers that are not also graph inputs)
+// and for which `can_fold(node)` holds by initializers holding its outputs. Returns the count.
+size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::function<bool(const Node&)>& can_fold);
+
+}  // namespace edgetrain

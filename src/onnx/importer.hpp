@@ -1,0 +1,25 @@
+// ONNX model file -> our IR. Handles opset imports, initializers (with external data), Constant
+// nodes as initializers, model-local functions and ONNX function ops without a kernel (inlined),
+// subgraphs, and ONNX shape inference for value types.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ir/graph.hpp"
+
+namespace edgetrain {
+
+struct ImportOptions {
+  // Whether edgetrain has a kernel for (domain, op, opset). Ops without one whose ONNX schema
+  // defines a function body are expanded into that body. Null: expand nothing.
+  std::function<bool(const std::string&, const std::string&, int64_t)> has_kernel;
+  bool infer_shapes = true;
+};
+
+Model LoadModel(const std::string& path, const ImportOptions& options = {});
+// `base_dir` resolves external data files; `source` names the model in errors.
+Model LoadModelFromBuffer(const void* data, size_t size, const std::string& source = "<memory>",
+                          const std::string& base_dir = ".", const ImportOptions& options = {});
+
+}  // namespace edgetrain

@@ -1,0 +1,25 @@
+// Conversions between ONNX protobuf messages and our types. Only src/onnx (and tests that read
+// ONNX's own .pb test data) include this; nothing past the importer sees protobuf.
+#pragma once
+
+#include <onnx/onnx-data_pb.h>
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "core/tensor.hpp"
+#include "ir/graph.hpp"
+
+namespace edgetrain::onnx_proto {
+
+// `base_dir` resolves external data; `what` names the tensor in errors ("initializer 'w' in m.onnx").
+Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);
+void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
+ValueInfo ValueInfoFromProto(const onnx::ValueInfoProto& proto);
+void ValueInfoToProto(const ValueInfo& info, onnx::ValueInfoProto* proto);
+
+// Reads a serialized message of type M from a file; throws kIoError / kInvalidModel naming it.
+template <typename M>
+M ParseFile(const std::string& path, const std::string& kind);
+
+}  // namespace edgetrain::onnx_proto

@@ -1,0 +1,67 @@
+// Compiles a graph once (constant folding, dead-code removal, order, kernels, liveness) and runs it
+// many times. Memory: intermediate tensors live in one arena whose offsets are planned from the
+// liveness of each value the first time a set of input shapes is seen, then reused.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "core/threading.hpp"
+#include "ir/graph.hpp"
+#include "ops/kernel.hpp"
+
+namespace edgetrain {
+
+struct SessionOptions {
+  int num_threads = 1;
+  uint64_t seed = 0x5eed;
+  bool constant_folding = true;
+};
+
+// Runtime value: a tensor or a sequence of tensors.
+struct RuntimeValue {
+  Tensor tensor;
+  TensorSequence sequence;
+  bool is_sequence = false;
+};
+
+class GraphExecutor;
+
+class Session {
+ public:
+  explicit Session(Model model, SessionOptions options = {});
+  static Session FromFile(const std::string& path, SessionOptions options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+
+  // Feeds by graph input name; returns `fetches` (default: every graph output) in order.
+  std::vector<RuntimeValue> RunValues(const std::map<std::string, RuntimeValue>& feeds,
+                                      const std::vector<std::string>& fetches = {});
+  std::vector<Tensor> Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches = {});
+
+  const Model& model() const { return model_; }
+  // Graph inputs a caller must feed (initializers excluded).
+  std::vector<const ValueInfo*> Inputs() const;
+  std::vector<std::string> InputNames() const;
+  std::vector<std::string> OutputNames() const;
+  // Bytes of the intermediate-tensor arena planned for the last input shapes (0 before a run).
+  size_t planned_peak_bytes() const;
+  void SetSeed(uint64_t seed);
+
+ private:
+  Model model_;
+  SessionOptions options_;
+  std::unique_ptr<ThreadPool> threads_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<GraphExecutor> executor_;
+};
+
+// Every operator node in `graph` (recursively) that has no kernel at its opset, as "op (node)".
+std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model);
+
+}  // namespace edgetrain

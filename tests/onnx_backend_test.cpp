@@ -1,0 +1,218 @@
+// Runs Debian's ONNX backend test data (libonnx-testdata) through edgetrain and compares with the
+// expected outputs (rtol 1e-3, atol 1e-7, as ONNX's own runner). Prints one summary per suite and
+// the unsupported operators. Exits non-zero if a supported case fails or too few node cases pass.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "onnx/importer.hpp"
+#include "onnx/proto.hpp"
+#include "runtime/session.hpp"
+
+namespace fs = std::filesystem;
+using namespace edgetrain;
+
+namespace {
+
+constexpr double kRtol = 1e-3, kAtol = 1e-7;
+
+// Cases whose expected outputs are random draws from numpy: only shape and dtype can be compared.
+bool HasRandomOutputs(const std::string& name) {
+  for (const char* prefix : {"test_bernoulli", "test_randomuniformlike", "test_randomnormallike"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return name.rfind("test_training_dropout", 0) == 0 && name.find("zero_ratio") == std::string::npos;
+}
+
+RuntimeValue ReadValue(const fs::path& file, const ValueInfo* info) {
+  RuntimeValue v;
+  if (info && info->is_sequence) {
+    auto seq = onnx_proto::ParseFile<onnx::SequenceProto>(file.string(), "sequence");
+    v.is_sequence = true;
+    for (const auto& t : seq.tensor_values()) v.sequence.push_back(onnx_proto::TensorFromProto(t, ".", file.string()));
+    return v;
+  }
+  auto proto = onnx_proto::ParseFile<onnx::TensorProto>(file.string(), "tensor");
+  v.tensor = onnx_proto::TensorFromProto(proto, ".", file.string());
+  return v;
+}
+
+std::string CompareTensor(const Tensor& expected, const Tensor& actual, bool values) {
+  if (expected.dtype() != actual.dtype())
+    return "dtype " + DataTypeName(actual.dtype()) + ", expected " + DataTypeName(expected.dtype());
+  if (expected.shape() != actual.shape())
+    return "shape " + ShapeToString(actual.shape()) + ", expected " + ShapeToString(expected.shape());
+  if (!values) return "";
+  if (IsFloatType(expected.dtype())) {
+    std::vector<double> e = expected.ToDoubleVector(), a = actual.ToDoubleVector();
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (std::isnan(e[i]) && std::isnan(a[i])) continue;
+      if (std::isinf(e[i]) && e[i] == a[i]) continue;
+      if (!(std::fabs(e[i] - a[i]) <= kAtol + kRtol * std::fabs(e[i])))
+        return "element " + std::to_string(i) + " is " + std::to_string(a[i]) + ", expected " + std::to_string(e[i]);
+    }
+    return "";
+  }
+  if (std::memcmp(expected.raw(), actual.raw(), expected.nbytes()) != 0) {
+    std::vector<int64_t> e = expected.ToInt64Vector(), a = actual.ToInt64Vector();
+    for (size_t i = 0; i < e.size(); ++i)
+      if (e[i] != a[i])
+        return "element " + std::to_string(i) + " is " + std::to_string(a[i]) + ", expected " + std::to_string(e[i]);
+  }
+  return "";
+}
+
+std::string Compare(const RuntimeValue& expected, const RuntimeValue& actual, bool values) {
+  if (expected.is_sequence != actual.is_sequence) return "sequence/tensor mismatch";
+  if (!expected.is_sequence) return CompareTensor(expected.tensor, actual.tensor, values);
+  if (expected.sequence.size() != actual.sequence.size())
+    return "sequence length " + std::to_string(actual.sequence.size()) + ", expected " +
+           std::to_string(expected.sequence.size());
+  for (size_t i = 0; i < expected.sequence.size(); ++i) {
+    std::string why = CompareTensor(expected.sequence[i], actual.sequence[i], values);
+    if (!why.empty()) return "sequence item " + std::to_string(i) + ": " + why;
+  }
+  return "";
+}
+
+enum class Outcome { kPassed, kFailed, kUnsupported, kRandom };
+
+struct CaseResult {
+  Outcome outcome;
+  std::string detail;
+};
+
+std::vector<fs::path> SortedFiles(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());
+  auto index = [&](const fs::path& p) {
+    std::string s = p.stem().string();
+    return std::stoi(s.substr(s.find('_') + 1));
+  };
+  std::sort(files.begin(), files.end(), [&](const fs::path& a, const fs::path& b) { return index(a) < index(b); });
+  return files;
+}
+
+CaseResult RunCase(const fs::path& dir) {
+  std::string name = dir.filename().string();
+  try {
+    Session session = Session::FromFile((dir / "model.onnx").string());
+    const Graph& graph = session.model().graph;
+    std::vector<const ValueInfo*> inputs = session.Inputs();
+    bool random = HasRandomOutputs(name);
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_directory()) continue;
+      std::map<std::string, RuntimeValue> feeds;
+      auto input_files = SortedFiles(entry.path(), "input_");
+      for (size_t i = 0; i < input_files.size() && i < inputs.size(); ++i)
+        feeds[inputs[i]->name] = ReadValue(input_files[i], inputs[i]);
+      auto output_files = SortedFiles(entry.path(), "output_");
+      std::vector<RuntimeValue> actual = session.RunValues(feeds);
+      if (actual.size() != output_files.size())
+        return {Outcome::kFailed, std::to_string(actual.size()) + " outputs, expected " +
+                                      std::to_string(output_files.size())};
+      for (size_t i = 0; i < output_files.size(); ++i) {
+        std::string why = Compare(ReadValue(output_files[i], &graph.outputs[i]), actual[i], !random);
+        if (!why.empty()) return {Outcome::kFailed, "output '" + graph.outputs[i].name + "': " + why};
+      }
+    }
+    return {random ? Outcome::kRandom : Outcome::kPassed, ""};
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotImplemented) return {Outcome::kUnsupported, e.what()};
+    return {Outcome::kFailed, std::string(ErrorCodeName(e.code())) + ": " + e.what()};
+  } catch (const std::exception& e) {
+    return {Outcome::kFailed, std::string("exception: ") + e.what()};
+  }
+}
+
+// "unsupported operators: Foo-13 (node 'x'), Bar-7 (node 'y')" -> {"Foo", "Bar"}; else the message.
+std::set<std::string> UnsupportedReasons(const std::string& message) {
+  std::set<std::string> reasons;
+  size_t at = message.find("unsupported operators: ");
+  if (at == std::string::npos) {
+    size_t colon = message.find("): ");
+    reasons.insert(colon == std::string::npos ? message : message.substr(colon + 3));
+    return reasons;
+  }
+  std::string list = message.substr(at + 23);
+  size_t pos = 0;
+  while (pos < list.size()) {
+    size_t dash = list.find('-', pos), end = list.find("), ", pos);
+    reasons.insert(list.substr(pos, dash - pos));
+    if (end == std::string::npos) break;
+    pos = end + 3;
+  }
+  return reasons;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string root = "/usr/share/libonnx-testdata/data";
+  std::string filter;
+  bool verbose = false;
+  int min_node_pass = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--root" && i + 1 < argc) root = argv[++i];
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
+    else if (a == "--verbose") verbose = true;
+    else if (a == "--min-node-pass" && i + 1 < argc) min_node_pass = std::stoi(argv[++i]);
+    else {
+      std::cerr << "usage: onnx_backend_tests [--root DIR] [--filter SUBSTRING] [--verbose] [--min-node-pass N]\n";
+      return 2;
+    }
+  }
+  if (!fs::exists(root)) {
+    std::cerr << "ONNX backend test data not found at " << root << " (install libonnx-testdata)\n";
+    return 1;
+  }
+  int total_failed = 0, total_passed = 0, node_passed = 0;
+  std::map<std::string, int> unsupported_ops;
+  for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    std::vector<fs::path> cases;
+    for (const auto& e : fs::directory_iterator(fs::path(root) / suite))
+      if (e.is_directory() && (filter.empty() || e.path().filename().string().find(filter) != std::string::npos))
+        cases.push_back(e.path());
+    std::sort(cases.begin(), cases.end());
+    int passed = 0, failed = 0, unsupported = 0, random = 0;
+    for (const auto& dir : cases) {
+      CaseResult r = RunCase(dir);
+      const char* label = "PASS";
+      switch (r.outcome) {
+        case Outcome::kPassed: ++passed; break;
+        case Outcome::kRandom: ++random; label = "RANDOM"; break;
+        case Outcome::kFailed: ++failed; label = "FAIL"; break;
+        case Outcome::kUnsupported:
+          ++unsupported;
+          label = "UNSUPPORTED";
+          for (const auto& op : UnsupportedReasons(r.detail)) ++unsupported_ops[op];
+          break;
+      }
+      if (verbose || !filter.empty() || r.outcome == Outcome::kFailed)
+        std::cout << label << " " << suite << "/" << dir.filename().string() << (r.detail.empty() ? "" : ": ")
+                  << r.detail << "\n";
+    }
+    std::cout << suite << ": " << passed << " passed, " << failed << " failed, " << unsupported << " unsupported, "
+              << random << " random (shape and dtype checked only)\n";
+    total_failed += failed;
+    total_passed += passed;
+    if (std::string(suite) == "node") node_passed = passed;
+  }
+  if (!unsupported_ops.empty()) {
+    std::cout << "unsupported (cases):";
+    for (const auto& [op, n] : unsupported_ops) std::cout << " " << op << " (" << n << ")";
+    std::cout << "\n";
+  }
+  bool ok = total_failed == 0 && node_passed >= min_node_pass;
+  if (node_passed < min_node_pass)
+    std::cout << "only " << node_passed << " node cases pass; at least " << min_node_pass << " must\n";
+  std::cout << "onnx backend: " << total_passed << " passed, " << total_failed << " failed\n";
+  return ok ? 0 : 1;
+}
