@@ -59,12 +59,12 @@ Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_d
   ET_CHECK(numel == 0 || bytes / DataTypeSize(dtype) == static_cast<uint64_t>(numel), ErrorCode::kResourceExhausted,
            what, ": shape ", ShapeToString(shape), " overflows");
 
+  ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": shape ", ShapeToString(shape),
+           " needs ", bytes, " bytes, more than the limit of ", kMaxTensorBytes);
   bool external = proto.data_location() == onnx::TensorProto::EXTERNAL;
   std::string external_bytes;
   const std::string* raw = nullptr;
   if (external) {
-    ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": shape ", ShapeToString(shape),
-             " needs ", bytes, " bytes, more than the limit of ", kMaxTensorBytes);
     external_bytes = ReadExternalData(proto, base_dir, what, bytes);
     raw = &external_bytes;
   } else if (proto.has_raw_data()) {

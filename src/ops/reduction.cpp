@@ -1,7 +1,499 @@
+// Reductions: Reduce* (one generic driver, one small reducer struct per op), ArgMax/ArgMin,
+// CumSum and TopK.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+
 #include "ops/registry.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterReductionOps(OpRegistry&) {}
+// Roughly how many element visits one parallel chunk should get.
+constexpr int64_t kWorkPerChunk = 1 << 15;
+
+int64_t GrainFor(int64_t work_per_item) {
+  return std::max<int64_t>(1, kWorkPerChunk / std::max<int64_t>(1, work_per_item));
+}
+
+// Accumulator type wide enough for sums: double for floats, 64-bit for integers.
+template <typename T>
+using WideT = std::conditional_t<std::is_floating_point_v<T>, double,
+                                 std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+
+// Each reducer: Acc, Init(), Update(acc, x), Finish(acc, count) -> T.
+template <typename T>
+struct SumReducer {
+  using Acc = WideT<T>;
+  static Acc Init() { return Acc{0}; }
+  static void Update(Acc& acc, T x) { acc += static_cast<Acc>(x); }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(acc); }
+};
+
+template <typename T>
+struct MeanReducer {
+  using Acc = WideT<T>;
+  static Acc Init() { return Acc{0}; }
+  static void Update(Acc& acc, T x) { acc += static_cast<Acc>(x); }
+  static T Finish(Acc acc, int64_t count) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<T>(acc / static_cast<double>(count));  // NaN for an empty reduction
+    } else {
+      return count == 0 ? T{0} : static_cast<T>(acc / static_cast<Acc>(count));
+    }
+  }
+};
+
+template <typename T>
+struct ProdReducer {
+  using Acc = WideT<T>;
+  static Acc Init() { return Acc{1}; }
+  static void Update(Acc& acc, T x) { acc *= static_cast<Acc>(x); }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(acc); }
+};
+
+template <typename T>
+bool IsNan(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
+  else return false;
+}
+
+// Max/Min propagate NaN (as numpy does); an empty reduction gives -inf/+inf (lowest/max for ints).
+template <typename T>
+struct MaxReducer {
+  using Acc = T;
+  static Acc Init() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  static void Update(Acc& acc, T x) {
+    if (x > acc || IsNan(x)) acc = x;
+  }
+  static T Finish(Acc acc, int64_t) { return acc; }
+};
+
+template <typename T>
+struct MinReducer {
+  using Acc = T;
+  static Acc Init() {
+    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  static void Update(Acc& acc, T x) {
+    if (x < acc || IsNan(x)) acc = x;
+  }
+  static T Finish(Acc acc, int64_t) { return acc; }
+};
+
+template <typename T>
+struct L1Reducer {
+  using Acc = WideT<T>;
+  static Acc Init() { return Acc{0}; }
+  static void Update(Acc& acc, T x) {
+    if constexpr (std::is_signed_v<T>) acc += static_cast<Acc>(x < 0 ? -x : x);
+    else acc += static_cast<Acc>(x);
+  }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(acc); }
+};
+
+template <typename T>
+struct SumSquareReducer {
+  using Acc = WideT<T>;
+  static Acc Init() { return Acc{0}; }
+  static void Update(Acc& acc, T x) { acc += static_cast<Acc>(x) * static_cast<Acc>(x); }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(acc); }
+};
+
+template <typename T>
+struct L2Reducer {
+  using Acc = double;
+  static Acc Init() { return 0.0; }
+  static void Update(Acc& acc, T x) { acc += static_cast<double>(x) * static_cast<double>(x); }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(std::sqrt(acc)); }
+};
+
+template <typename T>
+struct LogSumReducer {
+  using Acc = double;
+  static Acc Init() { return 0.0; }
+  static void Update(Acc& acc, T x) { acc += static_cast<double>(x); }
+  static T Finish(Acc acc, int64_t) { return static_cast<T>(std::log(acc)); }
+};
+
+// Streaming log-sum-exp: keeps the running max and the sum of exp(x - max).
+struct LogSumExpAcc {
+  double max = -std::numeric_limits<double>::infinity();
+  double sum = 0.0;
+};
+
+template <typename T>
+struct LogSumExpReducer {
+  using Acc = LogSumExpAcc;
+  static Acc Init() { return {}; }
+  static void Update(Acc& acc, T x) {
+    double v = static_cast<double>(x);
+    if (v == -std::numeric_limits<double>::infinity()) return;
+    if (v > acc.max) {
+      acc.sum = acc.sum * std::exp(acc.max - v) + 1.0;
+      acc.max = v;
+    } else {
+      acc.sum += std::exp(v - acc.max);
+    }
+  }
+  static T Finish(Acc acc, int64_t) {
+    if (acc.sum == 0.0) return static_cast<T>(-std::numeric_limits<double>::infinity());
+    return static_cast<T>(acc.max + std::log(acc.sum));
+  }
+};
+
+// How a reduction walks its input. Contiguous when the reduced axes form one block once size-1
+// dims are dropped: input is then [outer, reduced, inner]. Otherwise a general offset walk.
+struct ReducePlan {
+  Shape out_shape;
+  bool identity = false;  // noop_with_empty_axes with no axes: output is a copy
+  bool contiguous = true;
+  int64_t outer = 1, reduced = 1, inner = 1;
+  // General walk: offsets of every reduced position, and the kept dims/strides in order.
+  std::vector<int64_t> reduced_offsets;
+  std::vector<int64_t> kept_dims, kept_strides;
+  int64_t num_outputs = 1;
+};
+
+ReducePlan PlanReduction(const KernelContext& ctx, const Shape& in_shape, std::vector<int64_t> axes,
+                         bool keepdims, bool noop_with_empty_axes) {
+  ReducePlan plan;
+  const int64_t rank = static_cast<int64_t>(in_shape.size());
+  if (axes.empty() && noop_with_empty_axes) {
+    plan.identity = true;
+    plan.out_shape = in_shape;
+    return plan;
+  }
+  std::vector<bool> is_reduced(rank, axes.empty());
+  for (int64_t axis : axes) {
+    ET_CHECK(axis >= -rank && axis < rank, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": axis ", axis,
+             " is out of range for an input of rank ", rank);
+    int64_t a = axis < 0 ? axis + rank : axis;
+    ET_CHECK(!is_reduced[a], ErrorCode::kInvalidArgument, ctx.node().Describe(), ": axis ", axis,
+             " is listed more than once");
+    is_reduced[a] = true;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!is_reduced[d]) plan.out_shape.push_back(in_shape[d]);
+    else if (keepdims) plan.out_shape.push_back(1);
+  }
+
+  // Merge neighbouring dims of the same kind, skipping size-1 dims which change no offsets.
+  struct Group {
+    int64_t size;
+    bool reduced;
+  };
+  std::vector<Group> groups;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in_shape[d] == 1) continue;
+    if (!groups.empty() && groups.back().reduced == is_reduced[d]) groups.back().size *= in_shape[d];
+    else groups.push_back({in_shape[d], static_cast<bool>(is_reduced[d])});
+  }
+  int reduced_groups = 0;
+  for (const Group& g : groups) reduced_groups += g.reduced ? 1 : 0;
+  for (const Group& g : groups) {
+    if (!g.reduced) plan.num_outputs *= g.size;
+  }
+
+  if (reduced_groups <= 1) {
+    bool seen_reduced = false;
+    for (const Group& g : groups) {
+      if (g.reduced) {
+        plan.reduced = g.size;
+        seen_reduced = true;
+      } else if (seen_reduced) {
+        plan.inner *= g.size;
+      } else {
+        plan.outer *= g.size;
+      }
+    }
+    return plan;
+  }
+
+  plan.contiguous = false;
+  std::vector<int64_t> group_strides(groups.size());
+  int64_t stride = 1;
+  for (size_t i = groups.size(); i-- > 0;) {
+    group_strides[i] = stride;
+    stride *= groups[i].size;
+  }
+  plan.reduced_offsets = {0};
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].reduced) {
+      std::vector<int64_t> expanded;
+      expanded.reserve(plan.reduced_offsets.size() * groups[i].size);
+      for (int64_t base : plan.reduced_offsets) {
+        for (int64_t k = 0; k < groups[i].size; ++k) expanded.push_back(base + k * group_strides[i]);
+      }
+      plan.reduced_offsets = std::move(expanded);
+    } else {
+      plan.kept_dims.push_back(groups[i].size);
+      plan.kept_strides.push_back(group_strides[i]);
+    }
+  }
+  // The offset walk above runs in row-major order; sort so reads go forward in memory.
+  std::sort(plan.reduced_offsets.begin(), plan.reduced_offsets.end());
+  plan.reduced = static_cast<int64_t>(plan.reduced_offsets.size());
+  return plan;
+}
+
+template <template <typename> class Reducer, typename T>
+void RunReduction(const ReducePlan& plan, const T* in, T* out, ThreadPool& pool) {
+  using R = Reducer<T>;
+  using Acc = typename R::Acc;
+  const int64_t reduced = plan.reduced;
+  if (!plan.contiguous) {
+    const size_t kept_rank = plan.kept_dims.size();
+    pool.ParallelFor(plan.num_outputs, GrainFor(reduced), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        int64_t rest = o, base = 0;
+        for (size_t k = kept_rank; k-- > 0;) {
+          base += (rest % plan.kept_dims[k]) * plan.kept_strides[k];
+          rest /= plan.kept_dims[k];
+        }
+        Acc acc = R::Init();
+        for (int64_t offset : plan.reduced_offsets) R::Update(acc, in[base + offset]);
+        out[o] = R::Finish(acc, reduced);
+      }
+    });
+    return;
+  }
+  const int64_t outer = plan.outer, inner = plan.inner;
+  if (inner == 1) {
+    pool.ParallelFor(outer, GrainFor(reduced), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const T* row = in + o * reduced;
+        Acc acc = R::Init();
+        for (int64_t j = 0; j < reduced; ++j) R::Update(acc, row[j]);
+        out[o] = R::Finish(acc, reduced);
+      }
+    });
+    return;
+  }
+  // inner > 1: accumulate a block of contiguous inner positions at once, row by row.
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks_per_outer = (inner + kBlock - 1) / kBlock;
+  pool.ParallelFor(outer * blocks_per_outer, GrainFor(reduced * kBlock), [&](int64_t begin, int64_t end) {
+    std::array<Acc, kBlock> acc;
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t o = unit / blocks_per_outer;
+      const int64_t i0 = (unit % blocks_per_outer) * kBlock;
+      const int64_t width = std::min(kBlock, inner - i0);
+      for (int64_t i = 0; i < width; ++i) acc[i] = R::Init();
+      const T* base = in + o * reduced * inner + i0;
+      for (int64_t j = 0; j < reduced; ++j) {
+        const T* row = base + j * inner;
+        for (int64_t i = 0; i < width; ++i) R::Update(acc[i], row[i]);
+      }
+      T* dst = out + o * inner + i0;
+      for (int64_t i = 0; i < width; ++i) dst[i] = R::Finish(acc[i], reduced);
+    }
+  });
+}
+
+template <template <typename> class Reducer>
+void ReduceKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Node& node = ctx.node();
+  // Axes come from input 1 (ReduceSum from opset 13, the others from 18) or the 'axes' attribute.
+  std::vector<int64_t> axes = ctx.IntsFromInputOrAttr(1, "axes").value_or(std::vector<int64_t>{});
+  const bool keepdims = node.GetInt("keepdims", 1) != 0;
+  const bool noop = node.GetInt("noop_with_empty_axes", 0) != 0;
+  ReducePlan plan = PlanReduction(ctx, x.shape(), std::move(axes), keepdims, noop);
+  Tensor& y = ctx.Output(0, plan.out_shape, x.dtype());
+  if (plan.identity) {
+    if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  VisitNumeric(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    RunReduction<Reducer, T>(plan, x.data<T>(), y.data<T>(), ctx.threads());
+  });
+}
+
+// Input viewed as [outer, n, inner] around one axis.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+AxisView ViewAroundAxis(const Shape& shape, int64_t axis) {
+  AxisView v;
+  for (int64_t d = 0; d < axis; ++d) v.outer *= shape[d];
+  v.n = shape[axis];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) v.inner *= shape[d];
+  return v;
+}
+
+template <bool kIsMax>
+void ArgExtremeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Node& node = ctx.node();
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", 0), rank, node.Describe());
+  const bool keepdims = node.GetInt("keepdims", 1) != 0;
+  const bool select_last = node.GetInt("select_last_index", 0) != 0;
+  const AxisView v = ViewAroundAxis(x.shape(), axis);
+  Shape out_shape = x.shape();
+  if (keepdims) out_shape[axis] = 1;
+  else out_shape.erase(out_shape.begin() + axis);
+  ET_CHECK(v.n > 0 || v.outer * v.inner == 0, ErrorCode::kInvalidArgument, node.Describe(),
+           ": cannot take the arg-extreme over the empty axis ", axis);
+  Tensor& y = ctx.Output(0, out_shape, DataType::kInt64);
+  int64_t* out = y.data<int64_t>();
+  VisitNumeric(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    // True when `candidate` should replace `best` (ties go to the first or last index).
+    auto better = [select_last](T candidate, T best) {
+      if constexpr (kIsMax) return select_last ? candidate >= best : candidate > best;
+      else return select_last ? candidate <= best : candidate < best;
+    };
+    ctx.threads().ParallelFor(v.outer * v.inner, GrainFor(v.n), [&](int64_t begin, int64_t end) {
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t o = unit / v.inner, i = unit % v.inner;
+        const T* line = in + o * v.n * v.inner + i;
+        int64_t best_index = 0;
+        T best = line[0];
+        for (int64_t j = 1; j < v.n; ++j) {
+          if (IsNan(best) && !select_last) break;
+          T value = line[j * v.inner];
+          if (better(value, best) || IsNan(value)) {
+            best = value;
+            best_index = j;
+          }
+        }
+        out[unit] = best_index;
+      }
+    });
+  });
+}
+
+void CumSumKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Node& node = ctx.node();
+  const Tensor& axis_tensor = ctx.Input(1);
+  ET_CHECK(axis_tensor.numel() == 1, ErrorCode::kInvalidArgument, node.Describe(),
+           ": 'axis' input must hold exactly one value, got ", axis_tensor.numel());
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
+  const int64_t axis = NormalizeAxis(axis_tensor.ToInt64Vector()[0], rank, node.Describe());
+  const bool exclusive = node.GetInt("exclusive", 0) != 0;
+  const bool reverse = node.GetInt("reverse", 0) != 0;
+  const AxisView v = ViewAroundAxis(x.shape(), axis);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitNumeric(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    // Walks each [n, inner] slab along n, forwards or backwards, using the output as the running sum.
+    ctx.threads().ParallelFor(v.outer, GrainFor(v.n * v.inner), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const T* src = in + o * v.n * v.inner;
+        T* dst = out + o * v.n * v.inner;
+        for (int64_t step = 0; step < v.n; ++step) {
+          const int64_t j = reverse ? v.n - 1 - step : step;
+          const int64_t prev = reverse ? j + 1 : j - 1;
+          T* row = dst + j * v.inner;
+          if (step == 0) {
+            for (int64_t i = 0; i < v.inner; ++i) row[i] = exclusive ? T{0} : src[j * v.inner + i];
+          } else {
+            const T* prev_out = dst + prev * v.inner;
+            const T* addend = src + (exclusive ? prev : j) * v.inner;
+            for (int64_t i = 0; i < v.inner; ++i) row[i] = static_cast<T>(prev_out[i] + addend[i]);
+          }
+        }
+      }
+    });
+  });
+}
+
+void TopKKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Node& node = ctx.node();
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe());
+  int64_t k = 0;
+  if (ctx.HasInput(1)) {
+    const Tensor& k_tensor = ctx.Input(1);
+    ET_CHECK(k_tensor.numel() == 1, ErrorCode::kInvalidArgument, node.Describe(),
+             ": 'K' input must hold exactly one value, got ", k_tensor.numel());
+    k = k_tensor.ToInt64Vector()[0];
+  } else {
+    ET_CHECK(node.HasAttr("k"), ErrorCode::kInvalidModel, node.Describe(), ": neither a 'K' input nor a 'k' attribute");
+    k = node.GetInt("k", 0);
+  }
+  const bool largest = node.GetInt("largest", 1) != 0;
+  const AxisView v = ViewAroundAxis(x.shape(), axis);
+  ET_CHECK(k >= 0 && k <= v.n, ErrorCode::kOutOfRange, node.Describe(), ": k=", k,
+           " is out of range for axis ", axis, " of size ", v.n);
+  Shape out_shape = x.shape();
+  out_shape[axis] = k;
+  Tensor& values = ctx.Output(0, out_shape, x.dtype());
+  Tensor& indices = ctx.Output(1, out_shape, DataType::kInt64);
+  int64_t* out_indices = indices.data<int64_t>();
+  VisitNumeric(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* out_values = values.data<T>();
+    // Strict ordering: first by value (NaN counts as the largest), then by lower index.
+    auto less_value = [](T a, T b) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a)) return false;
+        if (std::isnan(b)) return true;
+      }
+      return a < b;
+    };
+    ctx.threads().ParallelFor(v.outer * v.inner, GrainFor(v.n * 4), [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> order(static_cast<size_t>(v.n));
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t o = unit / v.inner, i = unit % v.inner;
+        const T* line = in + o * v.n * v.inner + i;
+        std::iota(order.begin(), order.end(), int64_t{0});
+        auto comes_first = [&](int64_t a, int64_t b) {
+          T va = line[a * v.inner], vb = line[b * v.inner];
+          if (largest ? less_value(vb, va) : less_value(va, vb)) return true;
+          if (largest ? less_value(va, vb) : less_value(vb, va)) return false;
+          return a < b;
+        };
+        if (k < v.n) std::nth_element(order.begin(), order.begin() + k, order.end(), comes_first);
+        std::sort(order.begin(), order.begin() + k, comes_first);
+        const int64_t out_base = o * k * v.inner + i;
+        for (int64_t j = 0; j < k; ++j) {
+          out_values[out_base + j * v.inner] = line[order[j] * v.inner];
+          out_indices[out_base + j * v.inner] = order[j];
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void RegisterReductionOps(OpRegistry& r) {
+  RegisterOnnx(r, "ReduceSum", ReduceKernel<SumReducer>);
+  RegisterOnnx(r, "ReduceMean", ReduceKernel<MeanReducer>);
+  RegisterOnnx(r, "ReduceMax", ReduceKernel<MaxReducer>);
+  RegisterOnnx(r, "ReduceMin", ReduceKernel<MinReducer>);
+  RegisterOnnx(r, "ReduceProd", ReduceKernel<ProdReducer>);
+  RegisterOnnx(r, "ReduceL1", ReduceKernel<L1Reducer>);
+  RegisterOnnx(r, "ReduceL2", ReduceKernel<L2Reducer>);
+  RegisterOnnx(r, "ReduceLogSum", ReduceKernel<LogSumReducer>);
+  RegisterOnnx(r, "ReduceLogSumExp", ReduceKernel<LogSumExpReducer>);
+  RegisterOnnx(r, "ReduceSumSquare", ReduceKernel<SumSquareReducer>);
+  RegisterOnnx(r, "ArgMax", ArgExtremeKernel<true>);
+  RegisterOnnx(r, "ArgMin", ArgExtremeKernel<false>);
+  RegisterOnnx(r, "CumSum", CumSumKernel);
+  RegisterOnnx(r, "TopK", TopKKernel);
+}
 
 }  // namespace edgetrain

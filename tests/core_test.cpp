@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/npy.hpp"
+#include "core/tensor.hpp"
+#include "core/threading.hpp"
+#include "test_util.hpp"
+
+using namespace edgetrain;
+
+TEST(Tensor, OwnedMemoryIsAligned) {
+  Tensor t(DataType::kFloat32, {3, 5});
+  EXPECT_EQ(t.numel(), 15);
+  EXPECT_EQ(t.nbytes(), 60u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % kTensorAlignment, 0u);
+}
+
+TEST(Tensor, BorrowedMemoryIsNotCopied) {
+  std::vector<float> data = {1, 2, 3, 4};
+  Tensor t = Tensor::Borrow(DataType::kFloat32, {2, 2}, data.data());
+  t.data<float>()[3] = 9;
+  EXPECT_EQ(data[3], 9);
+  Tensor c = t.Clone();
+  c.data<float>()[0] = -1;
+  EXPECT_EQ(data[0], 1);
+}
+
+TEST(Tensor, WrongTypeAccessIsAnError) {
+  Tensor t(DataType::kInt64, {2});
+  EXPECT_ERROR(t.data<float>(), ErrorCode::kInternal, "int64");
+}
+
+TEST(Tensor, AbsurdSizeIsRefusedBeforeAllocating) {
+  EXPECT_ERROR(Tensor(DataType::kFloat32, {1 << 20, 1 << 20, 1 << 10}, "weights"), ErrorCode::kResourceExhausted,
+               "weights");
+  EXPECT_ERROR(Tensor(DataType::kFloat32, {int64_t{1} << 62, 8}), ErrorCode::kResourceExhausted, "too many elements");
+}
+
+TEST(Tensor, Float16RoundTrip) {
+  for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) EXPECT_EQ(static_cast<float>(Float16(v)), v);
+  EXPECT_EQ(static_cast<float>(Float16(1.0f + 1.0f / 4096)), 1.0f);  // rounds to nearest even
+  EXPECT_TRUE(std::isinf(static_cast<float>(Float16(1e6f))));
+  EXPECT_EQ(static_cast<float>(BFloat16(1.5f)), 1.5f);
+}
+
+TEST(Broadcast, Shapes) {
+  EXPECT_EQ(BroadcastShapes({2, 1, 4}, {3, 1}), (Shape{2, 3, 4}));
+  EXPECT_EQ(BroadcastShapes({}, {5}), (Shape{5}));
+  EXPECT_EQ(BroadcastStrides({3, 1}, {2, 3, 4}), (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_ERROR(BroadcastShapes({2, 3}, {4}), ErrorCode::kInvalidArgument, "[2, 3] and [4]");
+}
+
+TEST(ThreadPool, CoversTheRangeOnce) {
+  ThreadPool pool(2);
+  std::vector<int> hits(1000, 0);
+  for (int round = 0; round < 50; ++round)
+    pool.ParallelFor(1000, 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+  for (int h : hits) EXPECT_EQ(h, 50);
+}
+
+TEST(Npy, RoundTripAndBadFiles) {
+  std::string dir = ::testing::TempDir();
+  Tensor t = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  WriteNpy(dir + "/a.npy", t);
+  Tensor r = ReadNpy(dir + "/a.npy");
+  EXPECT_EQ(r.shape(), t.shape());
+  EXPECT_EQ(r.ToVector<float>(), t.ToVector<float>());
+  Tensor s = Tensor::Scalar<int64_t>(7);
+  WriteNpy(dir + "/s.npy", s);
+  EXPECT_EQ(ReadNpy(dir + "/s.npy").ToVector<int64_t>(), std::vector<int64_t>{7});
+  EXPECT_ERROR(ReadNpy(dir + "/missing.npy"), ErrorCode::kIoError, "missing.npy");
+  std::filesystem::resize_file(dir + "/a.npy", 130);
+  EXPECT_ERROR(ReadNpy(dir + "/a.npy"), ErrorCode::kInvalidArgument, "needs 24");
+}

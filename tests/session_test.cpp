@@ -1,0 +1,215 @@
+// Importer and session: loading, validation of feeds, memory planning, and the errors a user can cause.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ir/passes.hpp"
+#include "onnx/importer.hpp"
+#include "runtime/session.hpp"
+#include "test_util.hpp"
+
+using namespace edgetrain;
+using namespace edgetrain::testing;
+
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+
+std::string WriteFile(const std::string& name, const std::string& bytes) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// x[batch, 3] -> Identity chain of `length` nodes -> y
+onnx::ModelProto IdentityChain(int length) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  AddValue(g->mutable_input(), "x", kFloat, {"batch", "3"});
+  std::string prev = "x";
+  for (int i = 0; i < length; ++i) {
+    std::string out = i + 1 == length ? "y" : "t" + std::to_string(i);
+    AddNode(g, "Identity", {prev}, {out}, "id" + std::to_string(i));
+    prev = out;
+  }
+  AddValue(g->mutable_output(), "y", kFloat, {"batch", "3"});
+  return m;
+}
+
+Session SessionFrom(const onnx::ModelProto& m, const std::string& name = "model.onnx") {
+  return Session::FromFile(WriteFile(name, Serialize(m)));
+}
+
+}  // namespace
+
+TEST(Importer, MissingFile) {
+  EXPECT_ERROR(LoadModel("/nonexistent/model.onnx"), ErrorCode::kIoError, "/nonexistent/model.onnx");
+}
+
+TEST(Importer, TruncatedModelFile) {
+  onnx::ModelProto m = IdentityChain(3);
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(kFloat);
+  w->add_dims(64);
+  w->set_raw_data(std::string(256, '\1'));
+  std::string bytes = Serialize(m);
+  std::string path = WriteFile("truncated.onnx", bytes.substr(0, bytes.size() - 100));
+  EXPECT_ERROR(LoadModel(path), ErrorCode::kInvalidModel, "truncated.onnx");
+}
+
+TEST(Importer, CorruptModelFile) {
+  std::string path = WriteFile("corrupt.onnx", std::string("\xff\xff\xff\xff garbage that is not protobuf", 36));
+  EXPECT_ERROR(LoadModel(path), ErrorCode::kInvalidModel, "corrupt.onnx");
+  EXPECT_ERROR(LoadModel(WriteFile("empty.onnx", "")), ErrorCode::kInvalidModel, "empty.onnx");
+}
+
+TEST(Importer, AbsurdlyLargeInitializerIsRefusedBeforeAllocating) {
+  onnx::ModelProto m = IdentityChain(1);
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("huge");
+  w->set_data_type(kFloat);
+  for (int64_t d : {100000, 100000, 100000}) w->add_dims(d);
+  EXPECT_ERROR(SessionFrom(m), ErrorCode::kResourceExhausted, "initializer 'huge'");
+}
+
+TEST(Importer, InitializerDataMustMatchItsShape) {
+  onnx::ModelProto m = IdentityChain(1);
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(kFloat);
+  w->add_dims(10);
+  w->set_raw_data(std::string(12, '\0'));
+  EXPECT_ERROR(SessionFrom(m), ErrorCode::kInvalidModel, "initializer 'w'");
+}
+
+TEST(Importer, ExternalData) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(kFloat);
+  w->add_dims(2);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = w->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  auto* off = w->add_external_data();
+  off->set_key("offset");
+  off->set_value("4");
+  AddNode(g, "Identity", {"w"}, {"y"});
+  AddValue(g->mutable_output(), "y", kFloat, {"2"});
+  float values[3] = {0, 1.5f, -2};
+  WriteFile("weights.bin", std::string(reinterpret_cast<char*>(values), sizeof(values)));
+  std::string path = WriteFile("external.onnx", Serialize(m));
+  Session s = Session::FromFile(path);
+  EXPECT_EQ(s.Run({})[0].ToVector<float>(), (std::vector<float>{1.5f, -2}));
+
+  loc->set_value("missing.bin");
+  EXPECT_ERROR(SessionFrom(m, "external2.onnx"), ErrorCode::kIoError, "missing.bin");
+}
+
+TEST(Importer, ModelLocalFunctionIsInlined) {
+  onnx::ModelProto m = NewModel();
+  auto* imp = m.add_opset_import();
+  imp->set_domain("my.functions");
+  imp->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("Twice");
+  f->set_domain("my.functions");
+  f->add_input("a");
+  f->add_output("b");
+  auto* fimp = f->add_opset_import();
+  fimp->set_domain("");
+  fimp->set_version(17);
+  auto* n1 = f->add_node();
+  n1->set_op_type("Identity");
+  n1->add_input("a");
+  n1->add_output("mid");
+  auto* n2 = f->add_node();
+  n2->set_op_type("Identity");
+  n2->add_input("mid");
+  n2->add_output("b");
+  auto* g = m.mutable_graph();
+  AddValue(g->mutable_input(), "x", kFloat, {"3"});
+  AddNode(g, "Twice", {"x"}, {"y"})->set_domain("my.functions");
+  AddValue(g->mutable_output(), "y", kFloat, {"3"});
+  Model model = LoadModel(WriteFile("function.onnx", Serialize(m)));
+  ASSERT_EQ(model.graph.nodes.size(), 2u);
+  EXPECT_EQ(model.graph.nodes[0].op_type, "Identity");
+  Session s(std::move(model));
+  Tensor x = Tensor::FromVector<float>({1, 2, 3}, {3});
+  EXPECT_EQ(s.Run({{"x", x}})[0].ToVector<float>(), x.ToVector<float>());
+}
+
+TEST(Session, UnsupportedOperatorNamesNodeAndOperator) {
+  onnx::ModelProto m = IdentityChain(1);
+  AddNode(m.mutable_graph(), "FrobnicateTensor", {"x"}, {"z"}, "frob1");
+  m.mutable_graph()->mutable_output(0)->set_name("z");
+  EXPECT_ERROR(SessionFrom(m), ErrorCode::kNotImplemented, "FrobnicateTensor-17 (node 'frob1')");
+}
+
+TEST(Session, UndefinedValueNamesNode) {
+  onnx::ModelProto m = IdentityChain(1);
+  m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+  EXPECT_ERROR(SessionFrom(m), ErrorCode::kInvalidModel, "reads 'nowhere'");
+}
+
+TEST(Session, FeedValidation) {
+  Session s = SessionFrom(IdentityChain(2));
+  Tensor good = Tensor::Zeros(DataType::kFloat32, {4, 3});
+  EXPECT_EQ(s.Run({{"x", good}})[0].shape(), (Shape{4, 3}));
+  EXPECT_ERROR(s.Run({}), ErrorCode::kInvalidArgument, "missing input 'x'");
+  EXPECT_ERROR(s.Run({{"x", good}, {"extra", good}}), ErrorCode::kInvalidArgument, "'extra' is not an input");
+  EXPECT_ERROR(s.Run({{"x", Tensor::Zeros(DataType::kFloat64, {4, 3})}}), ErrorCode::kInvalidArgument,
+               "input 'x' expects float32");
+  EXPECT_ERROR(s.Run({{"x", Tensor::Zeros(DataType::kFloat32, {12})}}), ErrorCode::kInvalidArgument,
+               "input 'x' expects rank 2");
+  EXPECT_ERROR(s.Run({{"x", Tensor::Zeros(DataType::kFloat32, {4, 2})}}), ErrorCode::kInvalidArgument,
+               "was fed shape [4, 2] (dimension 1)");
+}
+
+TEST(Session, SymbolicDimensionsMustAgree) {
+  onnx::ModelProto m = IdentityChain(1);
+  AddValue(m.mutable_graph()->mutable_input(), "x2", kFloat, {"batch", "3"});
+  AddNode(m.mutable_graph(), "Identity", {"x2"}, {"y2"});
+  AddValue(m.mutable_graph()->mutable_output(), "y2", kFloat, {"batch", "3"});
+  Session s = SessionFrom(m);
+  EXPECT_ERROR(s.Run({{"x", Tensor::Zeros(DataType::kFloat32, {4, 3})}, {"x2", Tensor::Zeros(DataType::kFloat32, {5, 3})}}),
+               ErrorCode::kInvalidArgument, "'batch' = 4");
+}
+
+TEST(Session, MemoryPlanReusesBuffersByLiveness) {
+  Session s = SessionFrom(IdentityChain(6));
+  Tensor x = Tensor::FromVector<float>(std::vector<float>(3000, 0.5f), {1000, 3});
+  for (int run = 0; run < 3; ++run) {
+    Tensor y = s.Run({{"x", x}})[0];
+    EXPECT_EQ(y.ToVector<float>(), x.ToVector<float>());
+    EXPECT_FALSE(y.SameData(x));
+  }
+  // Five 12000-byte intermediates, at most two alive at once.
+  EXPECT_EQ(s.planned_peak_bytes(), 2u * 12032u);
+  Tensor x2 = Tensor::Zeros(DataType::kFloat32, {10, 3});  // new shapes: replanned
+  EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
+  EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
+  EXPECT_EQ(s.planned_peak_bytes(), 2u * 128u);
+}
+
+TEST(Session, ConstantsAreFolded) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  auto* c = AddNode(g, "Constant", {}, {"c"});
+  auto* value = c->add_attribute();
+  value->set_name("value_floats");
+  value->set_type(onnx::AttributeProto::FLOATS);
+  value->add_floats(2);
+  value->add_floats(3);
+  AddNode(g, "Identity", {"c"}, {"c2"}, "fold_me");
+  AddNode(g, "Identity", {"c2"}, {"y"}, "keep_me");
+  AddValue(g->mutable_output(), "y", kFloat, {"2"});
+  Session s = SessionFrom(m);
+  ASSERT_EQ(s.model().graph.nodes.size(), 1u);
+  EXPECT_EQ(s.model().graph.nodes[0].name, "keep_me");
+  EXPECT_EQ(s.Run({})[0].ToVector<float>(), (std::vector<float>{2, 3}));
+}
