@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "onnx/proto.hpp"
 
@@ -75,13 +76,28 @@ void NormalizeConstant(Node& node) {
   node.attributes["value"] = value;
 }
 
+const onnx::OpSchema* FindSchema(const onnx::NodeProto& node, int64_t opset) {
+  return onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), NormalDomain(node.domain()));
+}
+
+// Renames the outer-scope references inside a subgraph of an inlined function body.
+void RenameSubgraphReads(onnx::GraphProto& g, const std::function<std::string(const std::string&)>& map_name) {
+  for (auto& n : *g.mutable_node()) {
+    for (int i = 0; i < n.input_size(); ++i) n.set_input(i, map_name(n.input(i)));
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) RenameSubgraphReads(*a.mutable_g(), map_name);
+      for (auto& sub : *a.mutable_graphs()) RenameSubgraphReads(sub, map_name);
+    }
+  }
+}
+
 const onnx::FunctionProto* FindFunctionBody(const onnx::NodeProto& node, int64_t opset, ImportContext& ctx,
                                             onnx::FunctionProto& storage) {
   std::string domain = NormalDomain(node.domain());
   auto local = ctx.local_functions.find(domain + ":" + node.op_type());
   if (local != ctx.local_functions.end()) return local->second;
   if (!ctx.options->has_kernel || ctx.options->has_kernel(domain, node.op_type(), opset)) return nullptr;
-  const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), domain);
+  const auto* schema = FindSchema(node, opset);
   if (!schema) return nullptr;
   if (schema->HasFunction()) return schema->GetFunction();
   if (schema->HasContextDependentFunction()) {
@@ -123,7 +139,17 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
       return it != rename.end() ? it->second : prefix + name;
     };
     std::unordered_map<std::string, const onnx::AttributeProto*> call_attrs;
+    if (const auto* schema = FindSchema(node, opset))  // defaults first, the call's own values win
+      for (const auto& [name, attr] : schema->attributes())
+        if (attr.default_value.type() != onnx::AttributeProto::UNDEFINED) call_attrs[name] = &attr.default_value;
     for (const auto& a : node.attribute()) call_attrs[a.name()] = &a;
+    std::unordered_set<std::string> body_values;
+    for (const auto& b : fn->node())
+      for (const auto& o : b.output()) body_values.insert(o);
+    auto map_outer_read = [&](const std::string& name) -> std::string {
+      if (rename.count(name)) return rename.at(name);
+      return body_values.count(name) ? prefix + name : name;
+    };
     int64_t body_opset = 0;
     for (const auto& imp : fn->opset_import())
       if (NormalDomain(imp.domain()).empty()) body_opset = imp.version();
@@ -138,7 +164,10 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
       e.proto.clear_attribute();
       for (const auto& a : b.attribute()) {
         if (a.ref_attr_name().empty()) {
-          *e.proto.add_attribute() = a;
+          onnx::AttributeProto* copy = e.proto.add_attribute();
+          *copy = a;
+          if (copy->has_g()) RenameSubgraphReads(*copy->mutable_g(), map_outer_read);
+          for (auto& sub : *copy->mutable_graphs()) RenameSubgraphReads(sub, map_outer_read);
         } else if (auto it = call_attrs.find(a.ref_attr_name()); it != call_attrs.end()) {
           onnx::AttributeProto* copy = e.proto.add_attribute();
           *copy = *it->second;

@@ -38,10 +38,10 @@ const Graph& SubgraphAttr(KernelContext& ctx, const std::string& key) {
 void If(KernelContext& ctx) {
   bool cond = ScalarCondition(ctx, ctx.Input(0));
   const Graph& branch = SubgraphAttr(ctx, cond ? "then_branch" : "else_branch");
-  std::vector<Tensor> results = ctx.RunSubgraph(branch, {});
+  std::vector<RuntimeValue> results = ctx.RunSubgraph(branch, {});
   ET_CHECK(results.size() >= ctx.NumOutputs(), ErrorCode::kInvalidModel, ctx.node().Describe(), ": branch returns ",
            results.size(), " values for ", ctx.NumOutputs(), " outputs");
-  for (size_t i = 0; i < ctx.NumOutputs(); ++i) CopyInto(ctx, i, results[i]);
+  for (size_t i = 0; i < ctx.NumOutputs(); ++i) ctx.SetOutputValue(i, results[i]);
 }
 
 // Loop: inputs (M, cond, v_initial...); body (iter, cond, v...) -> (cond, v..., scan...).
@@ -50,21 +50,22 @@ void Loop(KernelContext& ctx) {
   int64_t max_trips = ctx.HasInput(0) ? ctx.Input(0).ToInt64Vector().at(0) : INT64_MAX;
   bool cond = ctx.HasInput(1) ? ScalarCondition(ctx, ctx.Input(1)) : true;
   size_t num_carried = ctx.NumInputs() - 2;
-  std::vector<Tensor> carried;
-  for (size_t i = 0; i < num_carried; ++i) carried.push_back(ctx.Input(2 + i));
+  std::vector<RuntimeValue> carried;
+  for (size_t i = 0; i < num_carried; ++i) carried.push_back(ctx.InputValue(2 + i));
   size_t num_scan = ctx.NumOutputs() - num_carried;
   std::vector<std::vector<Tensor>> scans(num_scan);
   for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
-    std::vector<Tensor> in = {Tensor::Scalar<int64_t>(trip), Tensor::Scalar<bool>(cond)};
+    std::vector<RuntimeValue> in = {RuntimeValue::Of(Tensor::Scalar<int64_t>(trip)),
+                                    RuntimeValue::Of(Tensor::Scalar<bool>(cond))};
     in.insert(in.end(), carried.begin(), carried.end());
-    std::vector<Tensor> out = ctx.RunSubgraph(body, in);
+    std::vector<RuntimeValue> out = ctx.RunSubgraph(body, in);
     ET_CHECK(out.size() == 1 + num_carried + num_scan, ErrorCode::kInvalidModel, ctx.node().Describe(),
              ": body returns ", out.size(), " values, expected ", 1 + num_carried + num_scan);
-    cond = ScalarCondition(ctx, out[0]);
-    for (size_t i = 0; i < num_carried; ++i) carried[i] = out[1 + i].Clone();
-    for (size_t i = 0; i < num_scan; ++i) scans[i].push_back(out[1 + num_carried + i].Clone());
+    cond = ScalarCondition(ctx, out[0].tensor);
+    for (size_t i = 0; i < num_carried; ++i) carried[i] = out[1 + i];
+    for (size_t i = 0; i < num_scan; ++i) scans[i].push_back(out[1 + num_carried + i].tensor);
   }
-  for (size_t i = 0; i < num_carried; ++i) CopyInto(ctx, i, carried[i]);
+  for (size_t i = 0; i < num_carried; ++i) ctx.SetOutputValue(i, carried[i]);
   for (size_t i = 0; i < num_scan; ++i) {
     const auto& parts = scans[i];
     Shape shape = {static_cast<int64_t>(parts.size())};

@@ -1,7 +1,727 @@
+// Indexing family: gathers, scatters, masks and resampling. Pure data movement works for every
+// dtype by element size; arithmetic (scatter reductions, interpolation) dispatches on the dtype.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "ops/registry.hpp"
+#include "ops/shape_util.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterIndexingOps(OpRegistry&) {}
+std::string What(const KernelContext& ctx) { return ctx.node().Describe(); }
+
+int64_t Product(const Shape& shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t a = begin; a < end; ++a) p *= shape[a];
+  return p;
+}
+
+// Checks that `index` addresses an axis of size `size` and wraps negative values.
+int64_t CheckIndex(const KernelContext& ctx, int64_t index, int64_t size, int64_t axis) {
+  ET_CHECK(index >= -size && index < size, ErrorCode::kOutOfRange, What(ctx), ": index ", index,
+           " is out of range for axis ", axis, " of size ", size);
+  return index < 0 ? index + size : index;
+}
+
+void CopyBlock(void* dst, const void* src, int64_t count, size_t element) {
+  std::memcpy(dst, src, static_cast<size_t>(count) * element);
+}
+
+// ---- Gather, GatherElements, GatherND ----
+
+void Gather(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": data must have rank >= 1");
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
+  const int64_t size = data.dim(axis);
+  std::vector<int64_t> idx = indices.ToInt64Vector();
+  for (int64_t& v : idx) v = CheckIndex(ctx, v, size, axis);
+
+  Shape out_shape(data.shape().begin(), data.shape().begin() + axis);
+  out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
+  out_shape.insert(out_shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  const int64_t outer = Product(data.shape(), 0, axis), inner = Product(data.shape(), axis + 1, rank);
+  const int64_t count = static_cast<int64_t>(idx.size());
+  const size_t element = DataTypeSize(data.dtype());
+  VisitElementSize(data.dtype(), What(ctx), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U* src = static_cast<const U*>(data.raw());
+    U* dst = static_cast<U*>(out.raw());
+    ctx.threads().ParallelFor(outer * count, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                              [&](int64_t begin, int64_t end) {
+                                for (int64_t job = begin; job < end; ++job) {
+                                  const int64_t o = job / count, j = job % count;
+                                  const U* s = src + (o * size + idx[j]) * inner;
+                                  U* d = dst + job * inner;
+                                  if (inner == 1) *d = *s;
+                                  else CopyBlock(d, s, inner, element);
+                                }
+                              });
+  });
+}
+
+// Offsets into `data` addressed by each element of `indices` along `axis` (GatherElements and
+// ScatterElements): the indices' own coordinates everywhere except `axis`.
+std::vector<int64_t> AxisElementOffsets(const KernelContext& ctx, const Shape& data_shape, const Tensor& indices,
+                                        int64_t axis) {
+  const size_t rank = data_shape.size();
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": data must have rank >= 1");
+  ET_CHECK(indices.rank() == rank, ErrorCode::kInvalidArgument, What(ctx), ": indices have rank ", indices.rank(),
+           ", data has rank ", rank);
+  for (size_t a = 0; a < rank; ++a)
+    ET_CHECK(static_cast<int64_t>(a) == axis || indices.dim(a) <= data_shape[a], ErrorCode::kInvalidArgument,
+             What(ctx), ": indices shape ", ShapeToString(indices.shape()), " exceeds data shape ",
+             ShapeToString(data_shape), " on axis ", a);
+  const std::vector<int64_t> strides = RowMajorStrides(data_shape);
+  std::vector<int64_t> offsets = indices.ToInt64Vector();
+  std::vector<int64_t> position(rank, 0);
+  int64_t base = 0;
+  for (int64_t& value : offsets) {
+    value = base + CheckIndex(ctx, value, data_shape[axis], axis) * strides[axis];
+    for (size_t a = rank; a-- > 0;) {
+      const int64_t step = static_cast<int64_t>(a) == axis ? 0 : strides[a];
+      base += step;
+      if (++position[a] < indices.dim(a)) break;
+      base -= step * indices.dim(a);
+      position[a] = 0;
+    }
+  }
+  return offsets;
+}
+
+void GatherElements(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), static_cast<int64_t>(data.rank()), What(ctx));
+  const std::vector<int64_t> offsets = AxisElementOffsets(ctx, data.shape(), indices, axis);
+  Tensor& out = ctx.Output(0, indices.shape(), data.dtype());
+  VisitElementSize(data.dtype(), What(ctx), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U* src = static_cast<const U*>(data.raw());
+    U* dst = static_cast<U*>(out.raw());
+    for (size_t k = 0; k < offsets.size(); ++k) dst[k] = src[offsets[k]];
+  });
+}
+
+// Shared by GatherND and ScatterND: offsets (in elements) of each addressed slice of `data`.
+struct NdAddressing {
+  std::vector<int64_t> slice_offsets;  // one per index tuple
+  int64_t slice_size = 1;              // elements per slice
+};
+
+NdAddressing ResolveNdIndices(const KernelContext& ctx, const Shape& data_shape, const Tensor& indices,
+                              int64_t batch_dims) {
+  const int64_t data_rank = static_cast<int64_t>(data_shape.size());
+  const int64_t index_rank = static_cast<int64_t>(indices.rank());
+  ET_CHECK(index_rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": indices must have rank >= 1");
+  ET_CHECK(batch_dims >= 0 && batch_dims < std::min(data_rank, index_rank), ErrorCode::kInvalidArgument, What(ctx),
+           ": batch_dims ", batch_dims, " is out of range");
+  const int64_t k = indices.dim(index_rank - 1);
+  ET_CHECK(batch_dims + k <= data_rank, ErrorCode::kInvalidArgument, What(ctx), ": index tuples of length ", k,
+           " exceed data rank ", data_rank, " (batch_dims ", batch_dims, ")");
+  for (int64_t a = 0; a < batch_dims; ++a)
+    ET_CHECK(indices.dim(a) == data_shape[a], ErrorCode::kInvalidArgument, What(ctx), ": batch dim ", a,
+             " differs between data ", ShapeToString(data_shape), " and indices ", ShapeToString(indices.shape()));
+  const std::vector<int64_t> strides = RowMajorStrides(data_shape);
+  const std::vector<int64_t> values = indices.ToInt64Vector();
+  NdAddressing result;
+  result.slice_size = Product(data_shape, batch_dims + k, data_rank);
+  const int64_t batch_size = batch_dims > 0 ? strides[batch_dims - 1] : 0;
+  const int64_t tuples = k > 0 ? static_cast<int64_t>(values.size()) / k : Product(indices.shape(), 0, index_rank - 1);
+  const int64_t tuples_per_batch = Product(indices.shape(), batch_dims, index_rank - 1);
+  result.slice_offsets.resize(tuples);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = (tuples_per_batch > 0 ? t / tuples_per_batch : 0) * batch_size;
+    for (int64_t m = 0; m < k; ++m) {
+      const int64_t axis = batch_dims + m;
+      offset += CheckIndex(ctx, values[t * k + m], data_shape[axis], axis) * strides[axis];
+    }
+    result.slice_offsets[t] = offset;
+  }
+  return result;
+}
+
+void GatherND(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const int64_t batch_dims = ctx.node().GetInt("batch_dims", 0);
+  const NdAddressing nd = ResolveNdIndices(ctx, data.shape(), indices, batch_dims);
+  const int64_t k = indices.dim(indices.rank() - 1);
+  Shape out_shape(indices.shape().begin(), indices.shape().end() - 1);
+  out_shape.insert(out_shape.end(), data.shape().begin() + batch_dims + k, data.shape().end());
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  const size_t element = DataTypeSize(data.dtype());
+  const char* src = static_cast<const char*>(data.raw());
+  char* dst = static_cast<char*>(out.raw());
+  const int64_t slice_bytes = nd.slice_size * static_cast<int64_t>(element);
+  for (size_t t = 0; t < nd.slice_offsets.size(); ++t)
+    std::memcpy(dst + t * slice_bytes, src + nd.slice_offsets[t] * static_cast<int64_t>(element),
+                static_cast<size_t>(slice_bytes));
+}
+
+// ---- ScatterElements, ScatterND, Scatter ----
+
+enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+
+Reduction ParseReduction(const KernelContext& ctx) {
+  const std::string name = ctx.node().GetString("reduction", "none");
+  if (name == "none") return Reduction::kNone;
+  if (name == "add") return Reduction::kAdd;
+  if (name == "mul") return Reduction::kMul;
+  if (name == "max") return Reduction::kMax;
+  if (name == "min") return Reduction::kMin;
+  Fail(ErrorCode::kNotImplemented, What(ctx), ": reduction '", name, "' is not supported");
+}
+
+// out[offsets[k] + i] (op)= updates[k * slice + i] for every k and i < slice, in order.
+void ScatterInto(const KernelContext& ctx, Tensor& out, const Tensor& updates, const std::vector<int64_t>& offsets,
+                 int64_t slice, Reduction reduction) {
+  ET_CHECK(updates.dtype() == out.dtype(), ErrorCode::kInvalidArgument, What(ctx), ": updates have type ",
+           DataTypeName(updates.dtype()), ", data has type ", DataTypeName(out.dtype()));
+  const int64_t count = static_cast<int64_t>(offsets.size());
+  if (reduction == Reduction::kNone) {
+    VisitElementSize(out.dtype(), What(ctx), [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      const U* src = static_cast<const U*>(updates.raw());
+      U* dst = static_cast<U*>(out.raw());
+      for (int64_t k = 0; k < count; ++k)
+        for (int64_t i = 0; i < slice; ++i) dst[offsets[k] + i] = src[k * slice + i];
+    });
+    return;
+  }
+  VisitNumeric(out.dtype(), What(ctx), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = updates.data<T>();
+    T* dst = out.data<T>();
+    for (int64_t k = 0; k < count; ++k)
+      for (int64_t i = 0; i < slice; ++i) {
+        T& target = dst[offsets[k] + i];
+        const T value = src[k * slice + i];
+        switch (reduction) {
+          case Reduction::kAdd: target = static_cast<T>(target + value); break;
+          case Reduction::kMul: target = static_cast<T>(target * value); break;
+          case Reduction::kMax: target = std::max(target, value); break;
+          case Reduction::kMin: target = std::min(target, value); break;
+          case Reduction::kNone: target = value; break;
+        }
+      }
+  });
+}
+
+void ScatterElements(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const Tensor& updates = ctx.Input(2);
+  ET_CHECK(updates.shape() == indices.shape(), ErrorCode::kInvalidArgument, What(ctx), ": updates shape ",
+           ShapeToString(updates.shape()), " differs from indices shape ", ShapeToString(indices.shape()));
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), static_cast<int64_t>(data.rank()), What(ctx));
+  const Reduction reduction = ParseReduction(ctx);
+  const std::vector<int64_t> offsets = AxisElementOffsets(ctx, data.shape(), indices, axis);
+  Tensor& out = ctx.Output(0, data.shape(), data.dtype());
+  if (data.nbytes() && out.raw() != data.raw()) std::memcpy(out.raw(), data.raw(), data.nbytes());
+  ScatterInto(ctx, out, updates, offsets, 1, reduction);
+}
+
+void ScatterND(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const Tensor& updates = ctx.Input(2);
+  const NdAddressing nd = ResolveNdIndices(ctx, data.shape(), indices, 0);
+  const int64_t k = indices.dim(indices.rank() - 1);
+  Shape expected(indices.shape().begin(), indices.shape().end() - 1);
+  expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
+  ET_CHECK(updates.shape() == expected, ErrorCode::kInvalidArgument, What(ctx), ": updates shape ",
+           ShapeToString(updates.shape()), ", expected ", ShapeToString(expected));
+  Tensor& out = ctx.Output(0, data.shape(), data.dtype());
+  if (data.nbytes() && out.raw() != data.raw()) std::memcpy(out.raw(), data.raw(), data.nbytes());
+  ScatterInto(ctx, out, updates, nd.slice_offsets, nd.slice_size, ParseReduction(ctx));
+}
+
+// ---- OneHot, NonZero, Trilu, Compress, ReverseSequence ----
+
+void OneHot(KernelContext& ctx) {
+  const Tensor& indices = ctx.Input(0);
+  const Tensor& depth_t = ctx.Input(1);
+  const Tensor& values = ctx.Input(2);
+  ET_CHECK(depth_t.numel() == 1, ErrorCode::kInvalidArgument, What(ctx), ": depth must be a scalar");
+  ET_CHECK(values.numel() == 2, ErrorCode::kInvalidArgument, What(ctx), ": values must hold [off, on]");
+  const int64_t depth = static_cast<int64_t>(depth_t.ToDoubleVector()[0]);
+  ET_CHECK(depth >= 1, ErrorCode::kInvalidArgument, What(ctx), ": depth ", depth, " must be positive");
+  const int64_t out_rank = static_cast<int64_t>(indices.rank()) + 1;
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", -1), out_rank, What(ctx));
+  Shape out_shape = indices.shape();
+  out_shape.insert(out_shape.begin() + axis, depth);
+  Tensor& out = ctx.Output(0, out_shape, values.dtype());
+  const size_t element = DataTypeSize(values.dtype());
+  ET_CHECK(element > 0, ErrorCode::kNotImplemented, What(ctx), ": values of type ", DataTypeName(values.dtype()),
+           " are not supported");
+  uint64_t off = 0;
+  std::memcpy(&off, values.raw(), element);
+  FillElements(out.raw(), out.numel(), element, off);
+  const std::vector<double> positions = indices.ToDoubleVector();
+  const int64_t inner = Product(indices.shape(), axis, indices.rank());
+  const char* on = static_cast<const char*>(values.raw()) + element;
+  char* dst = static_cast<char*>(out.raw());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    int64_t hot = static_cast<int64_t>(positions[k]);
+    if (hot < 0) hot += depth;
+    if (hot < 0 || hot >= depth) continue;
+    const int64_t o = static_cast<int64_t>(k) / inner, i = static_cast<int64_t>(k) % inner;
+    std::memcpy(dst + ((o * depth + hot) * inner + i) * static_cast<int64_t>(element), on, element);
+  }
+}
+
+void NonZero(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  std::vector<int64_t> hits;
+  VisitAll(data.dtype(), What(ctx), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* values = static_cast<const T*>(data.raw());
+    for (int64_t k = 0; k < data.numel(); ++k)
+      if (ValueToDouble(values[k]) != 0) hits.push_back(k);
+  });
+  const Shape shape = data.rank() == 0 ? Shape{1} : data.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size()), count = static_cast<int64_t>(hits.size());
+  int64_t* out = ctx.Output(0, {rank, count}, DataType::kInt64).data<int64_t>();
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t rest = hits[j];
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      out[a * count + j] = rest % shape[a];
+      rest /= shape[a];
+    }
+  }
+}
+
+void Trilu(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  ET_CHECK(data.rank() >= 2, ErrorCode::kInvalidArgument, What(ctx), ": input must have rank >= 2, got ",
+           ShapeToString(data.shape()));
+  int64_t k = 0;
+  if (ctx.HasInput(1)) {
+    const Tensor& k_t = ctx.Input(1);
+    ET_CHECK(k_t.numel() == 1, ErrorCode::kInvalidArgument, What(ctx), ": k must be a scalar");
+    k = k_t.ToInt64Vector()[0];
+  }
+  const bool upper = ctx.node().GetInt("upper", 1) != 0;
+  const int64_t rows = data.dim(data.rank() - 2), cols = data.dim(data.rank() - 1);
+  const int64_t matrices = rows * cols == 0 ? 0 : data.numel() / (rows * cols);
+  Tensor& out = ctx.Output(0, data.shape(), data.dtype());
+  VisitElementSize(data.dtype(), What(ctx), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U* src = static_cast<const U*>(data.raw());
+    U* dst = static_cast<U*>(out.raw());
+    for (int64_t m = 0; m < matrices; ++m)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = (m * rows + r) * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          const bool keep = upper ? c - r >= k : c - r <= k;
+          dst[row + c] = keep ? src[row + c] : U(0);
+        }
+      }
+  });
+}
+
+void Compress(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Tensor& condition = ctx.Input(1);
+  ET_CHECK(condition.rank() == 1, ErrorCode::kInvalidArgument, What(ctx), ": condition must be 1-D");
+  const std::vector<int64_t> mask = condition.ToInt64Vector();
+  const bool flat = !ctx.node().HasAttr("axis");
+  const Shape shape = flat ? Shape{data.numel()} : data.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": input must have rank >= 1");
+  const int64_t axis = flat ? 0 : NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
+  const int64_t size = shape[axis];
+  ET_CHECK(static_cast<int64_t>(mask.size()) <= size, ErrorCode::kInvalidArgument, What(ctx), ": condition has ",
+           mask.size(), " entries but axis ", axis, " has size ", size);
+  std::vector<int64_t> selected;
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] != 0) selected.push_back(static_cast<int64_t>(i));
+  Shape out_shape = shape;
+  out_shape[axis] = static_cast<int64_t>(selected.size());
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  const int64_t outer = Product(shape, 0, axis), inner = Product(shape, axis + 1, rank);
+  const int64_t element = static_cast<int64_t>(DataTypeSize(data.dtype()));
+  const char* src = static_cast<const char*>(data.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t j = 0; j < selected.size(); ++j)
+      std::memcpy(dst + ((o * static_cast<int64_t>(selected.size()) + static_cast<int64_t>(j)) * inner) * element,
+                  src + ((o * size + selected[j]) * inner) * element, static_cast<size_t>(inner * element));
+}
+
+void ReverseSequence(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const std::vector<int64_t> lengths = ctx.Input(1).ToInt64Vector();
+  ET_CHECK(data.rank() >= 2, ErrorCode::kInvalidArgument, What(ctx), ": input must have rank >= 2");
+  const int64_t batch_axis = ctx.node().GetInt("batch_axis", 1), time_axis = ctx.node().GetInt("time_axis", 0);
+  ET_CHECK((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0), ErrorCode::kInvalidArgument,
+           What(ctx), ": batch_axis and time_axis must be 0 and 1 in some order");
+  const int64_t batch = data.dim(batch_axis), time = data.dim(time_axis);
+  ET_CHECK(static_cast<int64_t>(lengths.size()) == batch, ErrorCode::kInvalidArgument, What(ctx), ": ",
+           lengths.size(), " sequence lengths for batch size ", batch);
+  for (int64_t len : lengths)
+    ET_CHECK(len >= 0 && len <= time, ErrorCode::kOutOfRange, What(ctx), ": sequence length ", len,
+             " is out of range for time axis of size ", time);
+  Tensor& out = ctx.Output(0, data.shape(), data.dtype());
+  const int64_t inner = Product(data.shape(), 2, data.rank());
+  const int64_t element = static_cast<int64_t>(DataTypeSize(data.dtype()));
+  const int64_t dim1 = data.dim(1);
+  const char* src = static_cast<const char*>(data.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < time; ++t) {
+      const int64_t from_t = t < lengths[b] ? lengths[b] - 1 - t : t;
+      const int64_t to = batch_axis == 0 ? b * dim1 + t : t * dim1 + b;
+      const int64_t from = batch_axis == 0 ? b * dim1 + from_t : from_t * dim1 + b;
+      std::memcpy(dst + to * inner * element, src + from * inner * element, static_cast<size_t>(inner * element));
+    }
+}
+
+// ---- Resize, Upsample ----
+
+enum class Interpolation { kNearest, kLinear, kCubic };
+enum class CoordinateMode { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
+enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
+
+struct ResizeOptions {
+  Interpolation interpolation = Interpolation::kNearest;
+  CoordinateMode coordinate = CoordinateMode::kHalfPixel;
+  NearestMode nearest = NearestMode::kRoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation_value = 0;
+};
+
+// The input taps (clamped coordinates and weights) that produce each output coordinate of one axis.
+struct AxisTaps {
+  int64_t taps = 1;
+  std::vector<int64_t> index;    // [out_dim * taps]
+  std::vector<double> weight;    // [out_dim * taps]
+  std::vector<uint8_t> outside;  // [out_dim]: coordinate fell outside the input (tf_crop_and_resize)
+};
+
+double OriginalCoordinate(const ResizeOptions& o, int64_t x, int64_t in_dim, int64_t out_dim, double scale,
+                          double resized_length, double roi_start, double roi_end) {
+  const double xr = static_cast<double>(x);
+  switch (o.coordinate) {
+    case CoordinateMode::kHalfPixel: return (xr + 0.5) / scale - 0.5;
+    case CoordinateMode::kPytorchHalfPixel: return out_dim > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
+    case CoordinateMode::kAlignCorners:
+      return resized_length == 1 ? 0.0 : xr * static_cast<double>(in_dim - 1) / (resized_length - 1);
+    case CoordinateMode::kAsymmetric: return xr / scale;
+    case CoordinateMode::kTfHalfPixelForNn: return (xr + 0.5) / scale;
+    case CoordinateMode::kTfCropAndResize: {
+      const double span = static_cast<double>(in_dim - 1);
+      const double start = roi_start * span;
+      if (resized_length == 1) return start + (roi_end - roi_start) * span / 2;
+      return start + xr * (roi_end - roi_start) * span / (resized_length - 1);
+    }
+  }
+  return 0;
+}
+
+int64_t NearestIndex(NearestMode mode, double x, double scale) {
+  const double f = std::floor(x), fraction = x - f;
+  switch (mode) {
+    case NearestMode::kRoundPreferFloor: return static_cast<int64_t>(fraction > 0.5 ? f + 1 : f);
+    case NearestMode::kRoundPreferCeil: return static_cast<int64_t>(fraction >= 0.5 ? f + 1 : f);
+    case NearestMode::kFloor: return static_cast<int64_t>(f);
+    case NearestMode::kCeil: return static_cast<int64_t>(std::ceil(x));
+    case NearestMode::kLegacy: return static_cast<int64_t>(scale < 1 ? std::ceil(x) : f);
+  }
+  return 0;
+}
+
+AxisTaps BuildAxisTaps(const ResizeOptions& o, int64_t in_dim, int64_t out_dim, double scale, double resized_length,
+                       double roi_start, double roi_end) {
+  AxisTaps t;
+  t.taps = o.interpolation == Interpolation::kNearest ? 1 : o.interpolation == Interpolation::kLinear ? 2 : 4;
+  t.index.resize(out_dim * t.taps);
+  t.weight.resize(out_dim * t.taps);
+  t.outside.assign(out_dim, 0);
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in_dim - 1); };
+  for (int64_t x = 0; x < out_dim; ++x) {
+    const double xo = OriginalCoordinate(o, x, in_dim, out_dim, scale, resized_length, roi_start, roi_end);
+    if (o.coordinate == CoordinateMode::kTfCropAndResize && (xo < 0 || xo > static_cast<double>(in_dim - 1)))
+      t.outside[x] = 1;
+    int64_t* index = &t.index[x * t.taps];
+    double* weight = &t.weight[x * t.taps];
+    const double f = std::floor(xo), r = xo - f;
+    const int64_t base = static_cast<int64_t>(f);
+    if (o.interpolation == Interpolation::kNearest) {
+      index[0] = clamp(NearestIndex(o.nearest, xo, scale));
+      weight[0] = 1;
+    } else if (o.interpolation == Interpolation::kLinear) {
+      index[0] = clamp(base);
+      index[1] = clamp(base + 1);
+      weight[0] = 1 - r;
+      weight[1] = r;
+    } else {
+      const double a = o.cubic_a;
+      const double d0 = r + 1, d1 = r, d2 = 1 - r, d3 = 2 - r;
+      weight[0] = ((a * d0 - 5 * a) * d0 + 8 * a) * d0 - 4 * a;
+      weight[1] = ((a + 2) * d1 - (a + 3)) * d1 * d1 + 1;
+      weight[2] = ((a + 2) * d2 - (a + 3)) * d2 * d2 + 1;
+      weight[3] = ((a * d3 - 5 * a) * d3 + 8 * a) * d3 - 4 * a;
+      double total = 0;
+      for (int64_t j = 0; j < 4; ++j) {
+        const int64_t i = base - 1 + j;
+        if (o.exclude_outside && (i < 0 || i >= in_dim)) weight[j] = 0;
+        total += weight[j];
+        index[j] = clamp(i);
+      }
+      if (o.exclude_outside && total != 0)
+        for (int64_t j = 0; j < 4; ++j) weight[j] /= total;
+    }
+  }
+  // An axis whose every output picks one input exactly (N and C, usually) needs one tap.
+  if (t.taps > 1) {
+    bool single = true;
+    std::vector<int64_t> index(out_dim);
+    for (int64_t x = 0; x < out_dim && single; ++x) {
+      int64_t ones = 0, zeros = 0;
+      for (int64_t j = 0; j < t.taps; ++j) {
+        const double w = t.weight[x * t.taps + j];
+        if (w == 1) {
+          ++ones;
+          index[x] = t.index[x * t.taps + j];
+        } else if (w == 0) {
+          ++zeros;
+        }
+      }
+      single = ones == 1 && zeros == t.taps - 1;
+    }
+    if (single) {
+      t.taps = 1;
+      t.index = std::move(index);
+      t.weight.assign(out_dim, 1.0);
+    }
+  }
+  return t;
+}
+
+template <typename T>
+void ResizeInterpolate(KernelContext& ctx, const Tensor& data, Tensor& out, const std::vector<AxisTaps>& axes,
+                       double extrapolation_value) {
+  const Shape& out_shape = out.shape();
+  const size_t rank = out_shape.size();
+  const std::vector<int64_t> strides = RowMajorStrides(data.shape());
+  const int64_t inner = out_shape[rank - 1];
+  const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
+  const T* src = data.data<T>();
+  T* dst = out.data<T>();
+  const AxisTaps& last = axes[rank - 1];
+  ctx.threads().ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> offsets, next_offsets;
+    std::vector<double> weights, next_weights;
+    for (int64_t row = r0; row < r1; ++row) {
+      // Combine the taps of the outer axes into (offset, weight) pairs for this row.
+      offsets.assign(1, 0);
+      weights.assign(1, 1.0);
+      bool outside = false;
+      int64_t rest = row;
+      for (size_t a = rank - 1; a-- > 0;) {
+        const int64_t x = rest % out_shape[a];
+        rest /= out_shape[a];
+        const AxisTaps& t = axes[a];
+        outside = outside || t.outside[x];
+        next_offsets.clear();
+        next_weights.clear();
+        for (size_t e = 0; e < offsets.size(); ++e)
+          for (int64_t j = 0; j < t.taps; ++j) {
+            next_offsets.push_back(offsets[e] + t.index[x * t.taps + j] * strides[a]);
+            next_weights.push_back(weights[e] * t.weight[x * t.taps + j]);
+          }
+        offsets.swap(next_offsets);
+        weights.swap(next_weights);
+      }
+      T* d = dst + row * inner;
+      for (int64_t x = 0; x < inner; ++x) {
+        if (outside || last.outside[x]) {
+          d[x] = static_cast<T>(extrapolation_value);
+          continue;
+        }
+        double sum = 0;
+        for (size_t e = 0; e < offsets.size(); ++e) {
+          const T* s = src + offsets[e];
+          double partial = 0;
+          for (int64_t j = 0; j < last.taps; ++j)
+            partial += last.weight[x * last.taps + j] * static_cast<double>(s[last.index[x * last.taps + j]]);
+          sum += weights[e] * partial;
+        }
+        d[x] = static_cast<T>(sum);
+      }
+    }
+  });
+}
+
+void ResizeNearest(KernelContext& ctx, const Tensor& data, Tensor& out, const std::vector<AxisTaps>& axes,
+                   double extrapolation_value) {
+  const Shape& out_shape = out.shape();
+  const size_t rank = out_shape.size();
+  const std::vector<int64_t> strides = RowMajorStrides(data.shape());
+  const int64_t inner = out_shape[rank - 1];
+  const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
+  const uint64_t fill_bits = ElementBitsFromDouble(data.dtype(), extrapolation_value, What(ctx));
+  VisitElementSize(data.dtype(), What(ctx), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    U fill;
+    std::memcpy(&fill, &fill_bits, sizeof(U));
+    const U* src = static_cast<const U*>(data.raw());
+    U* dst = static_cast<U*>(out.raw());
+    const AxisTaps& last = axes[rank - 1];
+    ctx.threads().ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        int64_t rest = row, offset = 0;
+        bool outside = false;
+        for (size_t a = rank - 1; a-- > 0;) {
+          const int64_t x = rest % out_shape[a];
+          rest /= out_shape[a];
+          offset += axes[a].index[x] * strides[a];
+          outside = outside || axes[a].outside[x];
+        }
+        U* d = dst + row * inner;
+        for (int64_t x = 0; x < inner; ++x) d[x] = outside || last.outside[x] ? fill : src[offset + last.index[x]];
+      }
+    });
+  });
+}
+
+void RunResize(KernelContext& ctx, const ResizeOptions& options, const std::vector<double>& scales_in,
+               const std::vector<int64_t>& sizes, const std::vector<double>& roi) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": input must have rank >= 1");
+  std::vector<double> scales(rank), resized_length(rank);
+  Shape out_shape(rank);
+  if (!sizes.empty()) {
+    ET_CHECK(static_cast<int64_t>(sizes.size()) == rank, ErrorCode::kInvalidArgument, What(ctx), ": sizes has ",
+             sizes.size(), " entries for an input of rank ", rank);
+    for (int64_t a = 0; a < rank; ++a) {
+      ET_CHECK(sizes[a] >= 0, ErrorCode::kInvalidArgument, What(ctx), ": negative output size ", sizes[a]);
+      out_shape[a] = sizes[a];
+      scales[a] = data.dim(a) == 0 ? 1.0 : static_cast<double>(sizes[a]) / static_cast<double>(data.dim(a));
+      resized_length[a] = static_cast<double>(sizes[a]);
+    }
+  } else {
+    ET_CHECK(static_cast<int64_t>(scales_in.size()) == rank, ErrorCode::kInvalidArgument, What(ctx), ": scales has ",
+             scales_in.size(), " entries for an input of rank ", rank);
+    for (int64_t a = 0; a < rank; ++a) {
+      ET_CHECK(scales_in[a] > 0, ErrorCode::kInvalidArgument, What(ctx), ": scale ", scales_in[a],
+               " must be positive");
+      scales[a] = scales_in[a];
+      resized_length[a] = scales_in[a] * static_cast<double>(data.dim(a));
+      out_shape[a] = static_cast<int64_t>(std::floor(resized_length[a]));
+    }
+  }
+  const bool crop = options.coordinate == CoordinateMode::kTfCropAndResize;
+  ET_CHECK(!crop || static_cast<int64_t>(roi.size()) == 2 * rank, ErrorCode::kInvalidArgument, What(ctx),
+           ": tf_crop_and_resize needs roi with ", 2 * rank, " entries, got ", roi.size());
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  if (out.numel() == 0) return;
+  for (int64_t a = 0; a < rank; ++a)
+    ET_CHECK(data.dim(a) > 0, ErrorCode::kInvalidArgument, What(ctx), ": cannot resize empty axis ", a);
+  std::vector<AxisTaps> axes;
+  for (int64_t a = 0; a < rank; ++a)
+    axes.push_back(BuildAxisTaps(options, data.dim(a), out_shape[a], scales[a], resized_length[a],
+                                 crop ? roi[a] : 0.0, crop ? roi[a + rank] : 1.0));
+  if (options.interpolation == Interpolation::kNearest) {
+    ResizeNearest(ctx, data, out, axes, options.extrapolation_value);
+    return;
+  }
+  VisitFloat(data.dtype(), What(ctx), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ResizeInterpolate<T>(ctx, data, out, axes, options.extrapolation_value);
+  });
+}
+
+Interpolation ParseInterpolation(const KernelContext& ctx) {
+  const std::string mode = ctx.node().GetString("mode", "nearest");
+  if (mode == "nearest") return Interpolation::kNearest;
+  if (mode == "linear" || mode == "bilinear") return Interpolation::kLinear;
+  if (mode == "cubic") return Interpolation::kCubic;
+  Fail(ErrorCode::kNotImplemented, What(ctx), ": mode '", mode, "' is not supported");
+}
+
+void Resize(KernelContext& ctx) {
+  ResizeOptions options;
+  options.interpolation = ParseInterpolation(ctx);
+  std::vector<double> scales, roi;
+  std::vector<int64_t> sizes;
+  if (ctx.opset() < 11) {
+    // Resize-10 samples like Upsample: asymmetric coordinates, truncating nearest.
+    options.coordinate = CoordinateMode::kAsymmetric;
+    options.nearest = NearestMode::kLegacy;
+    ET_CHECK(options.interpolation != Interpolation::kCubic, ErrorCode::kNotImplemented, What(ctx),
+             ": mode 'cubic' needs opset 11");
+    scales = ctx.Input(1).ToDoubleVector();
+  } else {
+    const std::string coordinate = ctx.node().GetString("coordinate_transformation_mode", "half_pixel");
+    if (coordinate == "half_pixel") options.coordinate = CoordinateMode::kHalfPixel;
+    else if (coordinate == "pytorch_half_pixel") options.coordinate = CoordinateMode::kPytorchHalfPixel;
+    else if (coordinate == "align_corners") options.coordinate = CoordinateMode::kAlignCorners;
+    else if (coordinate == "asymmetric") options.coordinate = CoordinateMode::kAsymmetric;
+    else if (coordinate == "tf_half_pixel_for_nn") options.coordinate = CoordinateMode::kTfHalfPixelForNn;
+    else if (coordinate == "tf_crop_and_resize") options.coordinate = CoordinateMode::kTfCropAndResize;
+    else Fail(ErrorCode::kNotImplemented, What(ctx), ": coordinate_transformation_mode '", coordinate, "' is not supported");
+    const std::string nearest = ctx.node().GetString("nearest_mode", "round_prefer_floor");
+    if (nearest == "round_prefer_floor") options.nearest = NearestMode::kRoundPreferFloor;
+    else if (nearest == "round_prefer_ceil") options.nearest = NearestMode::kRoundPreferCeil;
+    else if (nearest == "floor") options.nearest = NearestMode::kFloor;
+    else if (nearest == "ceil") options.nearest = NearestMode::kCeil;
+    else Fail(ErrorCode::kNotImplemented, What(ctx), ": nearest_mode '", nearest, "' is not supported");
+    options.cubic_a = ctx.node().GetFloat("cubic_coeff_a", -0.75f);
+    options.exclude_outside = ctx.node().GetInt("exclude_outside", 0) != 0;
+    options.extrapolation_value = ctx.node().GetFloat("extrapolation_value", 0.0f);
+    ET_CHECK(ctx.node().GetInt("antialias", 0) == 0, ErrorCode::kNotImplemented, What(ctx),
+             ": antialias is not supported");
+    if (ctx.HasInput(1)) roi = ctx.Input(1).ToDoubleVector();
+    if (ctx.HasInput(2)) scales = ctx.Input(2).ToDoubleVector();
+    if (ctx.HasInput(3)) sizes = ctx.Input(3).ToInt64Vector();
+    ET_CHECK(scales.empty() != sizes.empty(), ErrorCode::kInvalidArgument, What(ctx),
+             ": exactly one of scales and sizes must be given");
+  }
+  RunResize(ctx, options, scales, sizes, roi);
+}
+
+void Upsample(KernelContext& ctx) {
+  ResizeOptions options;
+  options.interpolation = ParseInterpolation(ctx);
+  ET_CHECK(options.interpolation != Interpolation::kCubic, ErrorCode::kNotImplemented, What(ctx),
+           ": mode 'cubic' is not supported by Upsample");
+  options.coordinate = CoordinateMode::kAsymmetric;
+  options.nearest = NearestMode::kLegacy;
+  std::vector<double> scales;
+  if (ctx.HasInput(1)) {
+    scales = ctx.Input(1).ToDoubleVector();
+  } else {
+    for (float s : ctx.node().GetFloats("scales")) scales.push_back(s);
+  }
+  RunResize(ctx, options, scales, {}, {});
+}
+
+}  // namespace
+
+void RegisterIndexingOps(OpRegistry& r) {
+  RegisterOnnx(r, "Gather", Gather);
+  RegisterOnnx(r, "GatherElements", GatherElements);
+  RegisterOnnx(r, "GatherND", GatherND);
+  RegisterOnnx(r, "ScatterElements", ScatterElements);
+  RegisterOnnx(r, "ScatterND", ScatterND);
+  RegisterOnnx(r, "Scatter", ScatterElements, 1, 10);
+  RegisterOnnx(r, "OneHot", OneHot);
+  RegisterOnnx(r, "NonZero", NonZero);
+  RegisterOnnx(r, "Trilu", Trilu);
+  RegisterOnnx(r, "Compress", Compress);
+  RegisterOnnx(r, "ReverseSequence", ReverseSequence);
+  RegisterOnnx(r, "Resize", Resize);
+  RegisterOnnx(r, "Upsample", Upsample);
+}
 
 }  // namespace edgetrain

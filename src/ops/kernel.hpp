@@ -16,6 +16,18 @@
 
 namespace edgetrain {
 
+// A value flowing through a graph: a tensor or a sequence of tensors.
+struct RuntimeValue {
+  Tensor tensor;
+  TensorSequence sequence;
+  bool is_sequence = false;
+  static RuntimeValue Of(Tensor t) {
+    RuntimeValue v;
+    v.tensor = std::move(t);
+    return v;
+  }
+};
+
 class KernelContext {
  public:
   virtual ~KernelContext() = default;
@@ -34,6 +46,7 @@ class KernelContext {
   virtual const Tensor& Input(size_t i) const = 0;
   virtual const TensorSequence& InputSequence(size_t i) const = 0;
   virtual bool InputIsSequence(size_t i) const = 0;
+  virtual const RuntimeValue& InputValue(size_t i) const = 0;
 
   size_t NumOutputs() const { return num_outputs_; }
   // True when output i is requested by the graph (not omitted, not past the end).
@@ -42,10 +55,12 @@ class KernelContext {
   // is still valid scratch memory, so kernels need not branch on HasOutput.
   virtual Tensor& Output(size_t i, const Shape& shape, DataType dtype) = 0;
   virtual void SetOutputSequence(size_t i, TensorSequence sequence) = 0;
+  // Sets output i to a tensor (copied into the output's memory) or a sequence.
+  void SetOutputValue(size_t i, const RuntimeValue& value);
 
   // Runs a subgraph attribute (If/Loop/Scan bodies) with the given inputs; outer-scope values are
   // visible to it. Returns its outputs in order.
-  virtual std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
+  virtual std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) = 0;
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.

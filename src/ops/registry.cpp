@@ -2,6 +2,7 @@
 #include "ops/registry.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace edgetrain {
@@ -48,6 +49,15 @@ const OpRegistry& OpRegistry::Global() {
     return r;
   }();
   return registry;
+}
+
+void KernelContext::SetOutputValue(size_t i, const RuntimeValue& value) {
+  if (value.is_sequence) {
+    SetOutputSequence(i, value.sequence);
+    return;
+  }
+  Tensor& out = Output(i, value.tensor.shape(), value.tensor.dtype());
+  if (value.tensor.nbytes()) std::memcpy(out.raw(), value.tensor.raw(), value.tensor.nbytes());
 }
 
 std::optional<std::vector<int64_t>> KernelContext::IntsFromInputOrAttr(size_t index, const std::string& attr) const {

@@ -1,7 +1,561 @@
+// Shape family: operators that only move data (or compute shapes) and so work for every dtype.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "ops/registry.hpp"
+#include "ops/shape_util.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterShapeOps(OpRegistry&) {}
+std::string What(const KernelContext& ctx) { return ctx.node().Describe(); }
+
+void CopyWhole(const Tensor& from, Tensor& to) {
+  if (from.nbytes() != 0 && from.raw() != to.raw()) std::memcpy(to.raw(), from.raw(), from.nbytes());
+}
+
+// Sorted, de-duplicated axes normalised against `rank`.
+std::vector<int64_t> NormalizeAxes(const KernelContext& ctx, const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t axis : axes) {
+    ET_CHECK(axis >= -rank && axis < rank, ErrorCode::kInvalidArgument, What(ctx), ": axis ", axis,
+             " is out of range for rank ", rank);
+    out.push_back(axis < 0 ? axis + rank : axis);
+  }
+  std::sort(out.begin(), out.end());
+  ET_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), ErrorCode::kInvalidArgument, What(ctx),
+           ": axes contain a duplicate");
+  return out;
+}
+
+// ---- Reshape, Flatten, Squeeze, Unsqueeze ----
+
+void Reshape(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  auto requested = ctx.IntsFromInputOrAttr(1, "shape");
+  ET_CHECK(requested.has_value(), ErrorCode::kInvalidModel, What(ctx), ": the target shape is missing");
+  const bool allow_zero = ctx.node().GetInt("allowzero", 0) != 0;
+  Shape out(requested->size());
+  int64_t infer_axis = -1, known = 1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t v = (*requested)[i];
+    if (v == -1) {
+      ET_CHECK(infer_axis < 0, ErrorCode::kInvalidArgument, What(ctx), ": more than one -1 in the target shape");
+      infer_axis = static_cast<int64_t>(i);
+      continue;
+    }
+    if (v == 0 && !allow_zero) {
+      ET_CHECK(i < data.rank(), ErrorCode::kInvalidArgument, What(ctx), ": target dim ", i,
+               " is 0 (copy) but the input has rank ", data.rank());
+      v = data.dim(i);
+    }
+    ET_CHECK(v >= 0, ErrorCode::kInvalidArgument, What(ctx), ": invalid target dim ", v);
+    out[i] = v;
+    known *= v;
+  }
+  if (infer_axis >= 0) {
+    ET_CHECK(known != 0 && data.numel() % known == 0, ErrorCode::kInvalidArgument, What(ctx), ": cannot reshape ",
+             ShapeToString(data.shape()), " to ", ShapeToString(*requested));
+    out[infer_axis] = data.numel() / known;
+  }
+  ET_CHECK(NumElements(out) == data.numel(), ErrorCode::kInvalidArgument, What(ctx), ": cannot reshape ",
+           ShapeToString(data.shape()), " to ", ShapeToString(out));
+  CopyWhole(data, ctx.Output(0, out, data.dtype()));
+}
+
+void Flatten(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  int64_t axis = ctx.node().GetInt("axis", 1);
+  ET_CHECK(axis >= -rank && axis <= rank, ErrorCode::kInvalidArgument, What(ctx), ": axis ", axis,
+           " is out of range for rank ", rank);
+  if (axis < 0) axis += rank;
+  int64_t rows = 1, cols = 1;
+  for (int64_t a = 0; a < rank; ++a) (a < axis ? rows : cols) *= data.dim(a);
+  CopyWhole(data, ctx.Output(0, {rows, cols}, data.dtype()));
+}
+
+void Squeeze(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  auto axes_opt = ctx.IntsFromInputOrAttr(1, "axes");
+  std::vector<bool> drop(rank, false);
+  if (axes_opt && !axes_opt->empty()) {
+    for (int64_t axis : NormalizeAxes(ctx, *axes_opt, rank)) {
+      ET_CHECK(data.dim(axis) == 1, ErrorCode::kInvalidArgument, What(ctx), ": cannot squeeze axis ", axis,
+               " of size ", data.dim(axis));
+      drop[axis] = true;
+    }
+  } else {
+    for (int64_t a = 0; a < rank; ++a) drop[a] = data.dim(a) == 1;
+  }
+  Shape out;
+  for (int64_t a = 0; a < rank; ++a)
+    if (!drop[a]) out.push_back(data.dim(a));
+  CopyWhole(data, ctx.Output(0, out, data.dtype()));
+}
+
+void Unsqueeze(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  auto axes_opt = ctx.IntsFromInputOrAttr(1, "axes");
+  ET_CHECK(axes_opt.has_value(), ErrorCode::kInvalidModel, What(ctx), ": axes are missing");
+  const int64_t out_rank = static_cast<int64_t>(data.rank() + axes_opt->size());
+  std::vector<bool> inserted(out_rank, false);
+  for (int64_t axis : NormalizeAxes(ctx, *axes_opt, out_rank)) inserted[axis] = true;
+  Shape out;
+  size_t next = 0;
+  for (int64_t a = 0; a < out_rank; ++a) out.push_back(inserted[a] ? 1 : data.dim(next++));
+  CopyWhole(data, ctx.Output(0, out, data.dtype()));
+}
+
+// ---- Transpose, Concat, Split, Slice, Expand, Tile ----
+
+void Transpose(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  std::vector<int64_t> perm = ctx.node().GetInts("perm");
+  if (perm.empty())
+    for (int64_t a = rank - 1; a >= 0; --a) perm.push_back(a);
+  ET_CHECK(static_cast<int64_t>(perm.size()) == rank, ErrorCode::kInvalidArgument, What(ctx), ": perm has ",
+           perm.size(), " entries for an input of rank ", rank);
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    ET_CHECK(p >= 0 && p < rank && !seen[p], ErrorCode::kInvalidArgument, What(ctx), ": perm is not a permutation");
+    seen[p] = true;
+  }
+  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  Shape out_shape(rank);
+  std::vector<int64_t> src_strides(rank);
+  for (int64_t a = 0; a < rank; ++a) {
+    out_shape[a] = data.dim(perm[a]);
+    src_strides[a] = in_strides[perm[a]];
+  }
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), out_shape, src_strides, data.raw(),
+              RowMajorStrides(out_shape), out.raw());
+}
+
+void Concat(KernelContext& ctx) {
+  ET_CHECK(ctx.NumInputs() >= 1, ErrorCode::kInvalidModel, What(ctx), ": needs at least one input");
+  const Tensor& first = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": inputs must have rank >= 1");
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
+  Shape out_shape = first.shape();
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < ctx.NumInputs(); ++i) {
+    const Tensor& in = ctx.Input(i);
+    ET_CHECK(in.dtype() == first.dtype(), ErrorCode::kInvalidArgument, What(ctx), ": input ", i, " has type ",
+             DataTypeName(in.dtype()), ", expected ", DataTypeName(first.dtype()));
+    bool compatible = static_cast<int64_t>(in.rank()) == rank;
+    for (int64_t a = 0; compatible && a < rank; ++a) compatible = a == axis || in.dim(a) == first.dim(a);
+    ET_CHECK(compatible, ErrorCode::kInvalidArgument, What(ctx), ": input ", i, " has shape ",
+             ShapeToString(in.shape()), ", incompatible with ", ShapeToString(first.shape()), " on axis ", axis);
+    out_shape[axis] += in.dim(axis);
+  }
+  Tensor& out = ctx.Output(0, out_shape, first.dtype());
+  const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
+  const size_t element = DataTypeSize(first.dtype());
+  int64_t offset = 0;
+  for (size_t i = 0; i < ctx.NumInputs(); ++i) {
+    const Tensor& in = ctx.Input(i);
+    char* dst = static_cast<char*>(out.raw()) + offset * out_strides[axis] * element;
+    StridedCopy(ctx.threads(), in.dtype(), What(ctx), in.shape(), RowMajorStrides(in.shape()), in.raw(),
+                out_strides, dst);
+    offset += in.dim(axis);
+  }
+}
+
+void Split(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": input must have rank >= 1");
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
+  const int64_t dim = data.dim(axis);
+  const int64_t outputs = static_cast<int64_t>(ctx.NumOutputs());
+  std::vector<int64_t> sizes;
+  if (auto split = ctx.IntsFromInputOrAttr(1, "split"); split && !split->empty()) {
+    sizes = *split;
+  } else {
+    const int64_t parts = ctx.node().GetInt("num_outputs", outputs);
+    ET_CHECK(parts > 0, ErrorCode::kInvalidArgument, What(ctx), ": cannot split into ", parts, " parts");
+    const int64_t chunk = (dim + parts - 1) / parts;
+    sizes.assign(parts, chunk);
+    sizes.back() = dim - chunk * (parts - 1);
+  }
+  ET_CHECK(static_cast<int64_t>(sizes.size()) == outputs, ErrorCode::kInvalidArgument, What(ctx), ": ",
+           sizes.size(), " split sizes for ", outputs, " outputs");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    ET_CHECK(s >= 0, ErrorCode::kInvalidArgument, What(ctx), ": negative split size ", s);
+    total += s;
+  }
+  ET_CHECK(total == dim, ErrorCode::kInvalidArgument, What(ctx), ": split sizes sum to ", total, " but axis ", axis,
+           " has size ", dim);
+  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  const size_t element = DataTypeSize(data.dtype());
+  int64_t offset = 0;
+  for (int64_t i = 0; i < outputs; ++i) {
+    Shape part = data.shape();
+    part[axis] = sizes[i];
+    Tensor& out = ctx.Output(i, part, data.dtype());
+    const char* src = static_cast<const char*>(data.raw()) + offset * in_strides[axis] * element;
+    if (ctx.HasOutput(i))
+      StridedCopy(ctx.threads(), data.dtype(), What(ctx), part, in_strides, src, RowMajorStrides(part), out.raw());
+    offset += sizes[i];
+  }
+}
+
+void Slice(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() < 10) {
+    starts = ctx.node().GetInts("starts");
+    ends = ctx.node().GetInts("ends");
+    axes = ctx.node().GetInts("axes");
+  } else {
+    starts = ctx.Input(1).ToInt64Vector();
+    ends = ctx.Input(2).ToInt64Vector();
+    if (ctx.HasInput(3)) axes = ctx.Input(3).ToInt64Vector();
+    if (ctx.HasInput(4)) steps = ctx.Input(4).ToInt64Vector();
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  ET_CHECK(ends.size() == starts.size() && axes.size() == starts.size() && steps.size() == starts.size(),
+           ErrorCode::kInvalidArgument, What(ctx), ": starts, ends, axes and steps differ in length");
+  ET_CHECK(rank >= 1 || starts.empty(), ErrorCode::kInvalidArgument, What(ctx), ": cannot slice a scalar");
+
+  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  Shape out_shape = data.shape();
+  std::vector<int64_t> src_strides = in_strides;
+  std::vector<bool> seen(rank, false);
+  int64_t base = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = NormalizeAxis(axes[i], rank, What(ctx));
+    ET_CHECK(!seen[axis], ErrorCode::kInvalidArgument, What(ctx), ": axis ", axis, " is sliced twice");
+    seen[axis] = true;
+    const int64_t dim = data.dim(axis), step = steps[i];
+    ET_CHECK(step != 0, ErrorCode::kInvalidArgument, What(ctx), ": step must not be 0");
+    int64_t start = starts[i], end = ends[i];
+    if (start < 0) start += dim;
+    if (end < 0) end += dim;
+    int64_t count;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      count = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    out_shape[axis] = count;
+    if (count > 0) base += start * in_strides[axis];
+    src_strides[axis] = in_strides[axis] * step;
+  }
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  const char* src = static_cast<const char*>(data.raw()) + base * static_cast<int64_t>(DataTypeSize(data.dtype()));
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), out_shape, src_strides, src, RowMajorStrides(out_shape),
+              out.raw());
+}
+
+void Expand(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const Shape requested = ctx.Input(1).ToInt64Vector();
+  Shape out_shape;
+  try {
+    out_shape = BroadcastShapes(data.shape(), requested);
+  } catch (const Error&) {
+    Fail(ErrorCode::kInvalidArgument, What(ctx), ": cannot expand ", ShapeToString(data.shape()), " to ",
+         ShapeToString(requested));
+  }
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), out_shape, BroadcastStrides(data.shape(), out_shape),
+              data.raw(), RowMajorStrides(out_shape), out.raw());
+}
+
+void Tile(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const std::vector<int64_t> repeats = ctx.Input(1).ToInt64Vector();
+  const size_t rank = data.rank();
+  ET_CHECK(repeats.size() == rank, ErrorCode::kInvalidArgument, What(ctx), ": ", repeats.size(),
+           " repeats for an input of rank ", rank);
+  // Output viewed as [r0, d0, r1, d1, ...]: the repeat axes read the input with stride 0.
+  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  Shape out_shape(rank), view_shape;
+  std::vector<int64_t> view_src_strides;
+  for (size_t a = 0; a < rank; ++a) {
+    ET_CHECK(repeats[a] >= 0, ErrorCode::kInvalidArgument, What(ctx), ": negative repeat ", repeats[a]);
+    out_shape[a] = data.dim(a) * repeats[a];
+    view_shape.insert(view_shape.end(), {repeats[a], data.dim(a)});
+    view_src_strides.insert(view_src_strides.end(), {0, in_strides[a]});
+  }
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), view_shape, view_src_strides, data.raw(),
+              RowMajorStrides(view_shape), out.raw());
+}
+
+// ---- Pad ----
+
+int64_t MapPaddedIndex(int64_t i, int64_t dim, const std::string& mode) {
+  if (i >= 0 && i < dim) return i;
+  if (mode == "edge") return i < 0 ? 0 : dim - 1;
+  if (mode == "wrap") return ((i % dim) + dim) % dim;
+  if (dim == 1) return 0;  // reflect
+  const int64_t period = 2 * (dim - 1);
+  int64_t m = ((i % period) + period) % period;
+  return m < dim ? m : period - m;
+}
+
+void Pad(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  const std::string mode = ctx.node().GetString("mode", "constant");
+  ET_CHECK(mode == "constant" || mode == "reflect" || mode == "edge" || mode == "wrap", ErrorCode::kNotImplemented,
+           What(ctx), ": mode '", mode, "' is not supported");
+  auto pads_opt = ctx.IntsFromInputOrAttr(1, "pads");
+  ET_CHECK(pads_opt.has_value(), ErrorCode::kInvalidModel, What(ctx), ": pads are missing");
+  const std::vector<int64_t>& given = *pads_opt;
+  std::vector<int64_t> axes;
+  if (ctx.HasInput(3)) {
+    ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": cannot pad a scalar along axes");
+    for (int64_t axis : ctx.Input(3).ToInt64Vector()) axes.push_back(NormalizeAxis(axis, rank, What(ctx)));
+  } else {
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  const size_t n = axes.size();
+  ET_CHECK(given.size() == 2 * n, ErrorCode::kInvalidArgument, What(ctx), ": pads has ", given.size(),
+           " entries, expected ", 2 * n);
+  std::vector<int64_t> begin(rank, 0), end(rank, 0);
+  for (size_t i = 0; i < n; ++i) {
+    begin[axes[i]] = given[i];
+    end[axes[i]] = given[i + n];
+  }
+  Shape out_shape(rank);
+  for (int64_t a = 0; a < rank; ++a) {
+    out_shape[a] = data.dim(a) + begin[a] + end[a];
+    ET_CHECK(out_shape[a] >= 0, ErrorCode::kInvalidArgument, What(ctx), ": pads crop axis ", a, " of size ",
+             data.dim(a), " below zero");
+    ET_CHECK(mode == "constant" || out_shape[a] == 0 || data.dim(a) > 0, ErrorCode::kInvalidArgument, What(ctx),
+             ": cannot pad empty axis ", a, " in mode '", mode, "'");
+  }
+  Tensor& out = ctx.Output(0, out_shape, data.dtype());
+  if (out.numel() == 0) return;
+  const size_t element = DataTypeSize(data.dtype());
+  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
+
+  if (mode == "constant") {
+    uint64_t bits = 0;
+    if (ctx.HasInput(2) && ctx.Input(2).numel() > 0) {
+      const Tensor& value = ctx.Input(2);
+      if (value.dtype() == data.dtype()) std::memcpy(&bits, value.raw(), element);
+      else bits = ElementBitsFromDouble(data.dtype(), value.ToDoubleVector()[0], What(ctx));
+    } else {
+      bits = ElementBitsFromDouble(data.dtype(), ctx.node().GetFloat("value", 0.0f), What(ctx));
+    }
+    FillElements(out.raw(), out.numel(), element, bits);
+    Shape region(rank);
+    int64_t src_offset = 0, dst_offset = 0;
+    for (int64_t a = 0; a < rank; ++a) {
+      region[a] = std::max<int64_t>(0, data.dim(a) + std::min<int64_t>(begin[a], 0) + std::min<int64_t>(end[a], 0));
+      src_offset += std::max<int64_t>(0, -begin[a]) * in_strides[a];
+      dst_offset += std::max<int64_t>(0, begin[a]) * out_strides[a];
+    }
+    StridedCopy(ctx.threads(), data.dtype(), What(ctx), region, in_strides,
+                static_cast<const char*>(data.raw()) + src_offset * static_cast<int64_t>(element), out_strides,
+                static_cast<char*>(out.raw()) + dst_offset * static_cast<int64_t>(element));
+    return;
+  }
+
+  // reflect / edge / wrap: each output coordinate maps to one input coordinate per axis.
+  std::vector<std::vector<int64_t>> source(rank);
+  for (int64_t a = 0; a < rank; ++a) {
+    source[a].resize(out_shape[a]);
+    for (int64_t i = 0; i < out_shape[a]; ++i)
+      source[a][i] = MapPaddedIndex(i - begin[a], data.dim(a), mode) * in_strides[a];
+  }
+  if (rank == 0) {
+    CopyWhole(data, out);
+    return;
+  }
+  const int64_t inner = out_shape[rank - 1];
+  const int64_t rows = out.numel() / inner;
+  VisitElementSize(data.dtype(), What(ctx), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U* src = static_cast<const U*>(data.raw());
+    U* dst = static_cast<U*>(out.raw());
+    const std::vector<int64_t>& last = source[rank - 1];
+    ctx.threads().ParallelFor(rows, std::max<int64_t>(1, 16384 / inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        int64_t rest = row, offset = 0;
+        for (int64_t a = rank - 2; a >= 0; --a) {
+          offset += source[a][rest % out_shape[a]];
+          rest /= out_shape[a];
+        }
+        U* d = dst + row * inner;
+        for (int64_t i = 0; i < inner; ++i) d[i] = src[offset + last[i]];
+      }
+    });
+  });
+}
+
+// ---- Shape, Size, ConstantOfShape, EyeLike, Range ----
+
+void ShapeOp(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const int64_t rank = static_cast<int64_t>(data.rank());
+  auto clamp_index = [&](int64_t i) {
+    if (i < 0) i += rank;
+    return std::clamp<int64_t>(i, 0, rank);
+  };
+  const int64_t start = clamp_index(ctx.node().GetInt("start", 0));
+  const int64_t end = ctx.node().HasAttr("end") ? clamp_index(ctx.node().GetInt("end", rank)) : rank;
+  const int64_t count = std::max<int64_t>(0, end - start);
+  Tensor& out = ctx.Output(0, {count}, DataType::kInt64);
+  int64_t* values = out.data<int64_t>();
+  for (int64_t i = 0; i < count; ++i) values[i] = data.dim(start + i);
+}
+
+void Size(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  ctx.Output(0, {}, DataType::kInt64).data<int64_t>()[0] = data.numel();
+}
+
+void ConstantOfShape(KernelContext& ctx) {
+  const Shape shape = ctx.Input(0).ToInt64Vector();
+  for (int64_t d : shape)
+    ET_CHECK(d >= 0, ErrorCode::kInvalidArgument, What(ctx), ": negative dim in shape ", ShapeToString(shape));
+  const Tensor* value = ctx.node().GetTensor("value");
+  DataType dtype = DataType::kFloat32;
+  uint64_t bits = 0;
+  if (value != nullptr) {
+    ET_CHECK(value->numel() == 1, ErrorCode::kInvalidModel, What(ctx), ": 'value' must hold one element, it holds ",
+             value->numel());
+    dtype = value->dtype();
+    ET_CHECK(DataTypeSize(dtype) >= 1 && DataTypeSize(dtype) <= 8, ErrorCode::kNotImplemented, What(ctx),
+             ": element type ", DataTypeName(dtype), " is not supported");
+    std::memcpy(&bits, value->raw(), DataTypeSize(dtype));
+  }
+  Tensor& out = ctx.Output(0, shape, dtype);
+  FillElements(out.raw(), out.numel(), DataTypeSize(dtype), bits);
+}
+
+void EyeLike(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  ET_CHECK(data.rank() == 2, ErrorCode::kInvalidArgument, What(ctx), ": input must be 2-D, got shape ",
+           ShapeToString(data.shape()));
+  DataType dtype = data.dtype();
+  if (ctx.node().HasAttr("dtype")) {
+    const int64_t code = ctx.node().GetInt("dtype", 0);
+    ET_CHECK(IsKnownDataType(static_cast<int32_t>(code)), ErrorCode::kInvalidArgument, What(ctx), ": unknown dtype ",
+             code);
+    dtype = static_cast<DataType>(code);
+  }
+  const int64_t rows = data.dim(0), cols = data.dim(1), k = ctx.node().GetInt("k", 0);
+  Tensor& out = ctx.Output(0, data.shape(), dtype);
+  const size_t element = DataTypeSize(dtype);
+  ET_CHECK(element > 0, ErrorCode::kNotImplemented, What(ctx), ": element type ", DataTypeName(dtype),
+           " is not supported");
+  if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());
+  const uint64_t one = ElementBitsFromDouble(dtype, 1.0, What(ctx));
+  char* base = static_cast<char*>(out.raw());
+  for (int64_t r = std::max<int64_t>(0, -k); r < rows && r + k < cols; ++r)
+    std::memcpy(base + (r * cols + r + k) * static_cast<int64_t>(element), &one, element);
+}
+
+void Range(KernelContext& ctx) {
+  const Tensor& start_t = ctx.Input(0);
+  const Tensor& limit_t = ctx.Input(1);
+  const Tensor& delta_t = ctx.Input(2);
+  ET_CHECK(start_t.numel() == 1 && limit_t.numel() == 1 && delta_t.numel() == 1, ErrorCode::kInvalidArgument,
+           What(ctx), ": start, limit and delta must be scalars");
+  ET_CHECK(limit_t.dtype() == start_t.dtype() && delta_t.dtype() == start_t.dtype(), ErrorCode::kInvalidArgument,
+           What(ctx), ": start, limit and delta must share one type");
+  VisitNumeric(start_t.dtype(), What(ctx), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T start = *static_cast<const T*>(start_t.raw());
+    const T limit = *static_cast<const T*>(limit_t.raw());
+    const T delta = *static_cast<const T*>(delta_t.raw());
+    ET_CHECK(delta != T(0), ErrorCode::kInvalidArgument, What(ctx), ": delta must not be 0");
+    int64_t count;
+    if constexpr (std::is_floating_point_v<T>) {
+      count = static_cast<int64_t>(std::max<T>(T(0), std::ceil((limit - start) / delta)));
+    } else {
+      const double span = static_cast<double>(limit) - static_cast<double>(start);
+      count = static_cast<int64_t>(std::max(0.0, std::ceil(span / static_cast<double>(delta))));
+    }
+    T* out = ctx.Output(0, {count}, start_t.dtype()).template data<T>();
+    for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  });
+}
+
+// ---- DepthToSpace, SpaceToDepth ----
+
+void DepthToSpace(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  ET_CHECK(data.rank() == 4, ErrorCode::kInvalidArgument, What(ctx), ": input must be 4-D, got shape ",
+           ShapeToString(data.shape()));
+  const int64_t b = ctx.node().GetInt("blocksize", 0);
+  const std::string mode = ctx.node().GetString("mode", "DCR");
+  ET_CHECK(mode == "DCR" || mode == "CRD", ErrorCode::kNotImplemented, What(ctx), ": mode '", mode,
+           "' is not supported");
+  const int64_t n = data.dim(0), c = data.dim(1), h = data.dim(2), w = data.dim(3);
+  ET_CHECK(b > 0 && c % (b * b) == 0, ErrorCode::kInvalidArgument, What(ctx), ": channels ", c,
+           " are not divisible by blocksize^2 (blocksize ", b, ")");
+  const int64_t oc = c / (b * b), hw = h * w;
+  Tensor& out = ctx.Output(0, {n, oc, h * b, w * b}, data.dtype());
+  // Output viewed as [n, oc, h, b1, w, b2].
+  const Shape view = {n, oc, h, b, w, b};
+  std::vector<int64_t> src_strides;
+  if (mode == "DCR") src_strides = {c * hw, hw, w, b * oc * hw, 1, oc * hw};
+  else src_strides = {c * hw, b * b * hw, w, b * hw, 1, hw};
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), view, src_strides, data.raw(), RowMajorStrides(view),
+              out.raw());
+}
+
+void SpaceToDepth(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  ET_CHECK(data.rank() == 4, ErrorCode::kInvalidArgument, What(ctx), ": input must be 4-D, got shape ",
+           ShapeToString(data.shape()));
+  const int64_t b = ctx.node().GetInt("blocksize", 0);
+  const int64_t n = data.dim(0), c = data.dim(1), h = data.dim(2), w = data.dim(3);
+  ET_CHECK(b > 0 && h % b == 0 && w % b == 0, ErrorCode::kInvalidArgument, What(ctx), ": spatial dims ", h, "x", w,
+           " are not divisible by blocksize ", b);
+  const int64_t oh = h / b, ow = w / b;
+  Tensor& out = ctx.Output(0, {n, c * b * b, oh, ow}, data.dtype());
+  // Output viewed as [n, b1, b2, c, oh, ow].
+  const Shape view = {n, b, b, c, oh, ow};
+  const std::vector<int64_t> src_strides = {c * h * w, w, 1, h * w, b * w, b};
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), view, src_strides, data.raw(), RowMajorStrides(view),
+              out.raw());
+}
+
+}  // namespace
+
+void RegisterShapeOps(OpRegistry& r) {
+  RegisterOnnx(r, "Reshape", Reshape);
+  RegisterOnnx(r, "Flatten", Flatten);
+  RegisterOnnx(r, "Squeeze", Squeeze);
+  RegisterOnnx(r, "Unsqueeze", Unsqueeze);
+  RegisterOnnx(r, "Transpose", Transpose);
+  RegisterOnnx(r, "Concat", Concat);
+  RegisterOnnx(r, "Split", Split);
+  RegisterOnnx(r, "Slice", Slice);
+  RegisterOnnx(r, "Expand", Expand);
+  RegisterOnnx(r, "Tile", Tile);
+  RegisterOnnx(r, "Pad", Pad);
+  RegisterOnnx(r, "Shape", ShapeOp);
+  RegisterOnnx(r, "Size", Size);
+  RegisterOnnx(r, "ConstantOfShape", ConstantOfShape);
+  RegisterOnnx(r, "EyeLike", EyeLike);
+  RegisterOnnx(r, "Range", Range);
+  RegisterOnnx(r, "DepthToSpace", DepthToSpace);
+  RegisterOnnx(r, "SpaceToDepth", SpaceToDepth);
+}
 
 }  // namespace edgetrain

@@ -17,7 +17,7 @@ int64_t NodeOpset(const Node& node, const Model& model) {
 }
 
 using OutputAllocator = std::function<Tensor(size_t output, const Shape& shape, DataType dtype)>;
-using SubgraphRunner = std::function<std::vector<Tensor>(const Graph&, const std::vector<Tensor>&)>;
+using SubgraphRunner = std::function<std::vector<RuntimeValue>(const Graph&, const std::vector<RuntimeValue>&)>;
 
 // The KernelContext of one node execution: inputs point at runtime values, outputs are written
 // through `allocate` (which decides where the memory comes from).
@@ -59,6 +59,11 @@ class StepContext final : public KernelContext {
 
   bool InputIsSequence(size_t i) const override { return HasInput(i) && inputs_[i]->is_sequence; }
 
+  const RuntimeValue& InputValue(size_t i) const override {
+    ET_CHECK(HasInput(i), ErrorCode::kInvalidModel, node_->Describe(), ": required input ", i, " is missing");
+    return *inputs_[i];
+  }
+
   bool HasOutput(size_t i) const override { return i < outputs_.size() && outputs_[i] != nullptr; }
 
   Tensor& Output(size_t i, const Shape& shape, DataType dtype) override {
@@ -80,7 +85,7 @@ class StepContext final : public KernelContext {
     outputs_[i]->sequence = std::move(sequence);
   }
 
-  std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) override {
+  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override {
     ET_CHECK(run_subgraph_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(),
              ": subgraphs cannot run in this context");
     return run_subgraph_(graph, inputs);
@@ -201,7 +206,7 @@ class GraphExecutor {
         define_step_[slot] = static_cast<int64_t>(k);
         return t;
       };
-      SubgraphRunner run_subgraph = [this](const Graph& g, const std::vector<Tensor>& in) {
+      SubgraphRunner run_subgraph = [this](const Graph& g, const std::vector<RuntimeValue>& in) {
         return RunSubgraph(g, in);
       };
       StepContext ctx(*step.node, step.opset, threads_, rng_, std::move(inputs), std::move(outputs), allocate,
@@ -347,7 +352,7 @@ class GraphExecutor {
     plan_valid_ = true;
   }
 
-  std::vector<Tensor> RunSubgraph(const Graph& graph, const std::vector<Tensor>& inputs) {
+  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
     auto it = children_.find(&graph);
     if (it == children_.end())
       it = children_.emplace(&graph, std::make_unique<GraphExecutor>(graph, model_, threads_, rng_, this, false)).first;
@@ -355,11 +360,7 @@ class GraphExecutor {
     ET_CHECK(inputs.size() <= graph.inputs.size(), ErrorCode::kInvalidModel, "subgraph '", graph.name, "' takes ",
              graph.inputs.size(), " inputs, got ", inputs.size());
     std::vector<std::pair<size_t, RuntimeValue>> feeds;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      RuntimeValue v;
-      v.tensor = inputs[i];
-      feeds.emplace_back(child.SlotOf(graph.inputs[i].name), v);
-    }
+    for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(child.SlotOf(graph.inputs[i].name), inputs[i]);
     std::vector<size_t> fetch;
     for (const auto& o : graph.outputs) {
       size_t s = child.SlotOf(o.name);
@@ -367,9 +368,7 @@ class GraphExecutor {
                "' is never computed");
       fetch.push_back(s);
     }
-    std::vector<Tensor> out;
-    for (auto& v : child.Run(feeds, fetch)) out.push_back(v.tensor);
-    return out;
+    return child.Run(feeds, fetch);
   }
 
   const Graph& graph_;

@@ -23,13 +23,6 @@ struct SessionOptions {
   bool constant_folding = true;
 };
 
-// Runtime value: a tensor or a sequence of tensors.
-struct RuntimeValue {
-  Tensor tensor;
-  TensorSequence sequence;
-  bool is_sequence = false;
-};
-
 class GraphExecutor;
 
 class Session {

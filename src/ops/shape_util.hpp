@@ -1,0 +1,199 @@
+// Data-movement helpers shared by the shape and indexing families: dispatch on element size (so one
+// kernel moves every dtype), value conversion for fills, and a strided N-d copy that transpose,
+// slice, expand, tile, concat, split, pad and depth/space rearrangements all reduce to.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "core/threading.hpp"
+
+namespace edgetrain {
+
+// Calls fn(TypeTag<U>{}) with an unsigned integer type U as wide as one element of `type`.
+template <typename Fn>
+decltype(auto) VisitElementSize(DataType type, const std::string& what, Fn&& fn) {
+  switch (DataTypeSize(type)) {
+    case 1: return fn(TypeTag<uint8_t>{});
+    case 2: return fn(TypeTag<uint16_t>{});
+    case 4: return fn(TypeTag<uint32_t>{});
+    case 8: return fn(TypeTag<uint64_t>{});
+    default: Fail(ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(type), " is not supported");
+  }
+}
+
+template <typename T>
+T ValueFromDouble(double value) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(value));
+  else if constexpr (std::is_same_v<T, bool>) return value != 0;
+  else return static_cast<T>(value);
+}
+
+template <typename T>
+double ValueToDouble(T value) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return static_cast<float>(value);
+  else return static_cast<double>(value);
+}
+
+// The raw bytes (element-size wide) of `value` converted to `type`.
+inline uint64_t ElementBitsFromDouble(DataType type, double value, const std::string& what) {
+  uint64_t bits = 0;
+  VisitAll(type, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T converted = ValueFromDouble<T>(value);
+    std::memcpy(&bits, &converted, sizeof(T));
+  });
+  return bits;
+}
+
+// Fills `count` elements of `element_size` bytes at dst with the element whose bytes are `bits`.
+inline void FillElements(void* dst, int64_t count, size_t element_size, uint64_t bits) {
+  auto fill = [&](auto zero) {
+    using U = decltype(zero);
+    U value;
+    std::memcpy(&value, &bits, sizeof(U));
+    std::fill_n(static_cast<U*>(dst), count, value);
+  };
+  switch (element_size) {
+    case 1: fill(uint8_t{}); break;
+    case 2: fill(uint16_t{}); break;
+    case 4: fill(uint32_t{}); break;
+    default: fill(uint64_t{}); break;
+  }
+}
+
+namespace strided_detail {
+
+template <typename U>
+void CopyTiled(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& src_strides, const U* src,
+               const std::vector<int64_t>& dst_strides, U* dst, size_t tile_axis) {
+  // dst is contiguous along the last axis and src along tile_axis: copy in square tiles so that
+  // both sides stay in cache.
+  constexpr int64_t kTile = 32;
+  const size_t last = shape.size() - 1;
+  std::vector<size_t> outer_axes;
+  int64_t outer_count = 1;
+  for (size_t a = 0; a < last; ++a)
+    if (a != tile_axis) {
+      outer_axes.push_back(a);
+      outer_count *= shape[a];
+    }
+  const int64_t rows = shape[tile_axis], cols = shape[last];
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  const int64_t src_col_stride = src_strides[last], dst_row_stride = dst_strides[tile_axis];
+  pool.ParallelFor(outer_count * row_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t work = begin; work < end; ++work) {
+      int64_t outer = work / row_tiles, row_tile = work % row_tiles;
+      int64_t src_base = 0, dst_base = 0;
+      for (size_t k = outer_axes.size(); k-- > 0;) {
+        size_t a = outer_axes[k];
+        int64_t i = outer % shape[a];
+        outer /= shape[a];
+        src_base += i * src_strides[a];
+        dst_base += i * dst_strides[a];
+      }
+      const int64_t r0 = row_tile * kTile, r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          const U* s = src + src_base + r;
+          U* d = dst + dst_base + r * dst_row_stride;
+          for (int64_t c = c0; c < c1; ++c) d[c] = s[c * src_col_stride];
+        }
+      }
+    }
+  });
+}
+
+template <typename U>
+void CopyRows(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& src_strides, const U* src,
+              const std::vector<int64_t>& dst_strides, U* dst) {
+  const size_t rank = shape.size();
+  const int64_t inner = shape[rank - 1];
+  const int64_t src_inner = src_strides[rank - 1], dst_inner = dst_strides[rank - 1];
+  int64_t outer_count = 1;
+  for (size_t a = 0; a + 1 < rank; ++a) outer_count *= shape[a];
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
+  pool.ParallelFor(outer_count, grain, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> index(rank, 0);
+    int64_t src_off = 0, dst_off = 0, rest = begin;
+    for (size_t a = rank - 1; a-- > 0;) {
+      index[a] = rest % shape[a];
+      rest /= shape[a];
+      src_off += index[a] * src_strides[a];
+      dst_off += index[a] * dst_strides[a];
+    }
+    for (int64_t row = begin; row < end; ++row) {
+      const U* s = src + src_off;
+      U* d = dst + dst_off;
+      if (src_inner == 1 && dst_inner == 1) {
+        std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(U));
+      } else if (src_inner == 0) {
+        const U value = *s;
+        for (int64_t i = 0; i < inner; ++i) d[i * dst_inner] = value;
+      } else {
+        for (int64_t i = 0; i < inner; ++i) d[i * dst_inner] = s[i * src_inner];
+      }
+      for (size_t a = rank - 1; a-- > 0;) {  // advance the outer multi-index
+        src_off += src_strides[a];
+        dst_off += dst_strides[a];
+        if (++index[a] < shape[a]) break;
+        src_off -= src_strides[a] * shape[a];
+        dst_off -= dst_strides[a] * shape[a];
+        index[a] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace strided_detail
+
+// For every index i of `shape`: dst[sum(i_k * dst_strides[k])] = src[sum(i_k * src_strides[k])].
+// Strides count elements and may be zero (broadcast) or negative (reversed slices).
+inline void StridedCopy(ThreadPool& pool, DataType type, const std::string& what, const Shape& shape,
+                        const std::vector<int64_t>& src_strides, const void* src,
+                        const std::vector<int64_t>& dst_strides, void* dst) {
+  for (int64_t d : shape)
+    if (d == 0) return;
+  // Drop unit dims, then merge neighbours that are contiguous in both views.
+  Shape dims;
+  std::vector<int64_t> ss, ds;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (shape[a] == 1) continue;
+    if (!dims.empty() && ss.back() == src_strides[a] * shape[a] && ds.back() == dst_strides[a] * shape[a]) {
+      dims.back() *= shape[a];
+      ss.back() = src_strides[a];
+      ds.back() = dst_strides[a];
+      continue;
+    }
+    dims.push_back(shape[a]);
+    ss.push_back(src_strides[a]);
+    ds.push_back(dst_strides[a]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    ss.push_back(1);
+    ds.push_back(1);
+  }
+  VisitElementSize(type, what, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U* s = static_cast<const U*>(src);
+    U* d = static_cast<U*>(dst);
+    const size_t last = dims.size() - 1;
+    if (dims.size() >= 2 && ds[last] == 1 && ss[last] != 1 && ss[last] != 0 && dims[last] >= 16) {
+      for (size_t a = 0; a < last; ++a)
+        if (ss[a] == 1 && dims[a] >= 16) {
+          strided_detail::CopyTiled<U>(pool, dims, ss, s, ds, d, a);
+          return;
+        }
+    }
+    strided_detail::CopyRows<U>(pool, dims, ss, s, ds, d);
+  });
+}
+
+}  // namespace edgetrain
