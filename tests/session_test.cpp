@@ -213,3 +213,37 @@ TEST(Session, ConstantsAreFolded) {
   EXPECT_EQ(s.model().graph.nodes[0].name, "keep_me");
   EXPECT_EQ(s.Run({})[0].ToVector<float>(), (std::vector<float>{2, 3}));
 }
+
+TEST(Session, OutOfRangeGatherIndexNamesNode) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  AddValue(g->mutable_input(), "data", kFloat, {"4", "2"});
+  AddValue(g->mutable_input(), "indices", onnx::TensorProto::INT64, {"3"});
+  AddNode(g, "Gather", {"data", "indices"}, {"y"}, "lookup");
+  AddValue(g->mutable_output(), "y", kFloat, {"3", "2"});
+  Session s = SessionFrom(m);
+  Tensor data = Tensor::Zeros(DataType::kFloat32, {4, 2});
+  EXPECT_EQ(s.Run({{"data", data}, {"indices", Tensor::FromVector<int64_t>({0, -1, 3}, {3})}})[0].shape(),
+            (Shape{3, 2}));
+  EXPECT_ERROR(s.Run({{"data", data}, {"indices", Tensor::FromVector<int64_t>({0, 4, 1}, {3})}}),
+               ErrorCode::kOutOfRange, "node 'lookup' (Gather): index 4 is out of range");
+}
+
+TEST(Session, AbsurdRuntimeAllocationIsRefused) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  AddValue(g->mutable_input(), "shape", onnx::TensorProto::INT64, {"3"});
+  AddNode(g, "ConstantOfShape", {"shape"}, {"y"}, "fill");
+  AddValue(g->mutable_output(), "y", kFloat, {"a", "b", "c"});
+  Session s = SessionFrom(m);
+  EXPECT_EQ(s.Run({{"shape", Tensor::FromVector<int64_t>({2, 3, 4}, {3})}})[0].numel(), 24);
+  EXPECT_ERROR(s.Run({{"shape", Tensor::FromVector<int64_t>({100000, 100000, 100000}, {3})}}),
+               ErrorCode::kResourceExhausted, "node 'fill' (ConstantOfShape)");
+}
+
+TEST(Session, FetchMustBeAnOutput) {
+  Session s = SessionFrom(IdentityChain(3));
+  Tensor x = Tensor::Zeros(DataType::kFloat32, {1, 3});
+  EXPECT_EQ(s.Run({{"x", x}}, {"y"}).size(), 1u);
+  EXPECT_ERROR(s.Run({{"x", x}}, {"t0"}), ErrorCode::kInvalidArgument, "'t0' is not an output");
+}

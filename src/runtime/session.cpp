@@ -517,10 +517,11 @@ std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, Runtime
              DescribeType(*in), ")");
 
   std::vector<size_t> fetch_slots;
-  for (const auto& name : fetches.empty() ? OutputNames() : fetches) {
-    size_t s = executor_->SlotOf(name);
-    ET_CHECK(s != kNoSlot, ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not a value of the model");
-    fetch_slots.push_back(s);
+  std::vector<std::string> outputs = OutputNames();
+  for (const auto& name : fetches.empty() ? outputs : fetches) {
+    ET_CHECK(std::find(outputs.begin(), outputs.end(), name) != outputs.end(), ErrorCode::kInvalidArgument,
+             model_.source, ": '", name, "' is not an output of the model");
+    fetch_slots.push_back(executor_->SlotOf(name));
   }
   return executor_->Run(slot_feeds, fetch_slots);
 }
