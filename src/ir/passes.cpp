@@ -50,13 +50,15 @@ size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::fun
     if (constant) {
       std::vector<Tensor> inputs;
       for (const auto& i : n.inputs) inputs.push_back(i.empty() ? Tensor() : graph.initializers.at(i));
-      std::vector<Tensor> results = evaluate(n, inputs);
-      for (size_t k = 0; k < n.outputs.size() && k < results.size(); ++k)
-        if (!n.outputs[k].empty()) graph.initializers[n.outputs[k]] = results[k];
-      ++folded;
-    } else {
-      kept.push_back(std::move(n));
+      std::optional<std::vector<Tensor>> results = evaluate(n, inputs);
+      if (results) {
+        for (size_t k = 0; k < n.outputs.size() && k < results->size(); ++k)
+          if (!n.outputs[k].empty()) graph.initializers[n.outputs[k]] = (*results)[k];
+        ++folded;
+        continue;
+      }
     }
+    kept.push_back(std::move(n));
   }
   graph.nodes = std::move(kept);
   return folded;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,10 @@ namespace edgetrain {
 // Removes nodes none of whose outputs reach `keep` (default: the graph outputs).
 void EliminateDeadNodes(Graph& graph, const std::vector<std::string>& keep = {});
 
-// Evaluates a node on constant inputs; returns its outputs (one per node output).
-using NodeEvaluator = std::function<std::vector<Tensor>(const Node&, const std::vector<Tensor>&)>;
+// Evaluates a node on constant inputs; returns its outputs (one per node output), or nullopt when
+// they cannot be stored as constants (sequences).
+using NodeEvaluator =
+    std::function<std::optional<std::vector<Tensor>>(const Node&, const std::vector<Tensor>&)>;
 
 // Replaces every node whose inputs are all constant (initializers that are not also graph inputs)
 // and for which `can_fold(node)` holds by initializers holding its outputs. Returns the count.

@@ -1,7 +1,521 @@
+// Elementwise operators: unary math, broadcasting binary arithmetic/comparison/logic, the
+// variadic Max/Min/Mean/Sum, Where, Clip, Cast and CastLike.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ops/elementwise_util.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterElementwiseOps(OpRegistry&) {}
+using elementwise::BroadcastAll;
+using elementwise::BroadcastBinary;
+using elementwise::ComputeType;
+using elementwise::ForEachBroadcastRun;
+using elementwise::kIsHalf;
+using elementwise::kParallelGrain;
+using elementwise::UnaryMap;
+using elementwise::VisitFloatMath;
+using elementwise::VisitNumericMath;
+
+template <typename Tag>
+using TagType = typename Tag::type;
+
+// ---- integer arithmetic that wraps instead of overflowing (signed overflow is undefined) ----
+
+template <typename T>
+using WideUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename T>
+T WrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WideUnsigned<T>>(a) + static_cast<WideUnsigned<T>>(b));
+  else return a + b;
+}
+
+template <typename T>
+T WrapSub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WideUnsigned<T>>(a) - static_cast<WideUnsigned<T>>(b));
+  else return a - b;
+}
+
+template <typename T>
+T WrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<WideUnsigned<T>>(a) * static_cast<WideUnsigned<T>>(b));
+  else return a * b;
+}
+
+template <typename T>
+T WrapNeg(T a) {
+  if constexpr (std::is_integral_v<T>) return WrapSub(T{0}, a);
+  else return -a;
+}
+
+// Truncating integer division; the divisor was checked for zero before the loop.
+template <typename T>
+T DivValue(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    if (b == -1) return WrapNeg(a);  // avoids the trap on INT_MIN / -1
+  }
+  return static_cast<T>(a / b);
+}
+
+template <typename T>
+T ModValue(T a, T b, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(a, b);
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return 0;
+    T r = static_cast<T>(a % b);
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+    return r;
+  } else {
+    return static_cast<T>(a % b);
+  }
+}
+
+// Float to integer without undefined behaviour: NaN becomes 0, out-of-range values saturate.
+template <typename To, typename From>
+To SaturatingFloatToInt(From value) {
+  const double v = static_cast<double>(value);
+  if (std::isnan(v)) return To{0};
+  if (v >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+  if (v <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+  return static_cast<To>(v);
+}
+
+template <typename T>
+T IntPow(T base, T exponent) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+      return 0;
+    }
+  }
+  T result = 1;
+  auto e = static_cast<std::make_unsigned_t<T>>(exponent);
+  while (e != 0) {
+    if (e & 1u) result = WrapMul(result, base);
+    base = WrapMul(base, base);
+    e >>= 1;
+  }
+  return result;
+}
+
+template <typename X, typename Y>
+X PowValue(X base, Y exponent) {
+  if constexpr (std::is_integral_v<X> && std::is_integral_v<Y>)
+    return IntPow(base, static_cast<X>(exponent));
+  else if constexpr (std::is_integral_v<X>)
+    return SaturatingFloatToInt<X>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+  else
+    return static_cast<X>(std::pow(base, exponent));
+}
+
+// ---- conversions for Cast ----
+
+template <typename To, typename From>
+To ConvertValue(From value) {
+  if constexpr (kIsHalf<From>) return ConvertValue<To>(static_cast<float>(value));
+  else if constexpr (std::is_same_v<To, bool>) return value != From{0};
+  else if constexpr (kIsHalf<To>) return To(static_cast<float>(value));
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) return SaturatingFloatToInt<To>(value);
+  else return static_cast<To>(value);
+}
+
+void CastInto(KernelContext& ctx, const Tensor& in, Tensor& out) {
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(in.dtype() != DataType::kString && out.dtype() != DataType::kString, ErrorCode::kNotImplemented, what,
+           ": casting between string and ", DataTypeName(in.dtype() == DataType::kString ? out.dtype() : in.dtype()),
+           " is not supported");
+  if (in.dtype() == out.dtype()) {
+    if (in.nbytes() && !in.SameData(out)) std::memcpy(out.raw(), in.raw(), in.nbytes());
+    return;
+  }
+  VisitAll(in.dtype(), what, [&](auto from_tag) {
+    using From = TagType<decltype(from_tag)>;
+    VisitAll(out.dtype(), what, [&](auto to_tag) {
+      using To = TagType<decltype(to_tag)>;
+      const From* src = in.data<From>();
+      To* dst = out.data<To>();
+      ctx.threads().ParallelFor(in.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) dst[i] = ConvertValue<To>(src[i]);
+      });
+    });
+  });
+}
+
+// ---- kernel skeletons ----
+
+void CheckSameType(KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": inputs have different element types ",
+           DataTypeName(a.dtype()), " and ", DataTypeName(b.dtype()));
+}
+
+template <typename T>
+void CheckNoZeroDivisor(KernelContext& ctx, const Tensor& divisor) {
+  if constexpr (std::is_integral_v<T>) {
+    const T* d = divisor.data<T>();
+    ET_CHECK(std::find(d, d + divisor.numel(), T{0}) == d + divisor.numel(), ErrorCode::kInvalidArgument,
+             ctx.node().Describe(), ": integer division by zero");
+  }
+}
+
+// y = fn(x) over float types (half types compute in float).
+template <typename Fn>
+void FloatUnary(KernelContext& ctx, Fn fn) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    UnaryMap<T, T>(ctx.threads(), x, y, fn);
+  });
+}
+
+template <typename Fn>
+void NumericUnary(KernelContext& ctx, Fn fn) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitNumericMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    UnaryMap<T, T>(ctx.threads(), x, y, fn);
+  });
+}
+
+// Same-type inputs, same-type output, numpy broadcasting.
+template <typename Fn>
+void NumericBinary(KernelContext& ctx, Fn fn, bool is_division = false) {
+  Tensor a = ctx.Input(0), b = ctx.Input(1);
+  CheckSameType(ctx, a, b);
+  Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
+  Tensor& out = ctx.Output(0, shape, a.dtype());
+  VisitNumericMath(a.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    if (is_division) CheckNoZeroDivisor<T>(ctx, b);
+    BroadcastBinary<T, T, T>(ctx.threads(), a, b, out, fn);
+  });
+}
+
+// Same-type inputs of any type, bool output.
+template <typename Fn>
+void Comparison(KernelContext& ctx, Fn fn) {
+  Tensor a = ctx.Input(0), b = ctx.Input(1);
+  CheckSameType(ctx, a, b);
+  Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
+  Tensor& out = ctx.Output(0, shape, DataType::kBool);
+  VisitAll(a.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    BroadcastBinary<T, T, bool>(ctx.threads(), a, b, out, fn);
+  });
+}
+
+template <typename Fn>
+void Logical(KernelContext& ctx, Fn fn) {
+  Tensor a = ctx.Input(0), b = ctx.Input(1);
+  ET_CHECK(a.dtype() == DataType::kBool && b.dtype() == DataType::kBool, ErrorCode::kNotImplemented,
+           ctx.node().Describe(), ": inputs must be bool, got ", DataTypeName(a.dtype()), " and ", DataTypeName(b.dtype()));
+  Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
+  Tensor& out = ctx.Output(0, shape, DataType::kBool);
+  BroadcastBinary<bool, bool, bool>(ctx.threads(), a, b, out, fn);
+}
+
+// Max/Min/Sum/Mean: fold the inputs pairwise into the output; Mean divides at the end.
+template <typename Fn>
+void Variadic(KernelContext& ctx, Fn fn, bool mean = false) {
+  const std::string what = ctx.node().Describe();
+  std::vector<Tensor> inputs;
+  std::vector<const Shape*> shapes;
+  for (size_t i = 0; i < ctx.NumInputs(); ++i) {
+    ET_CHECK(ctx.HasInput(i), ErrorCode::kInvalidModel, what, ": input ", i, " is missing");
+    inputs.push_back(ctx.Input(i));
+  }
+  ET_CHECK(!inputs.empty(), ErrorCode::kInvalidModel, what, ": needs at least one input");
+  for (const Tensor& t : inputs) {
+    CheckSameType(ctx, inputs[0], t);
+    shapes.push_back(&t.shape());
+  }
+  Shape shape = BroadcastAll(ctx.node(), shapes);
+  Tensor& out = ctx.Output(0, shape, inputs[0].dtype());
+  // Accumulate in scratch if the output shares memory with an input that is read after step one.
+  const bool needs_scratch = std::any_of(inputs.begin() + std::min<size_t>(2, inputs.size()), inputs.end(),
+                                         [&](const Tensor& t) { return t.SameData(out) && t.numel() > 0; });
+  Tensor acc = needs_scratch ? Tensor(out.dtype(), shape) : out;
+  VisitNumericMath(inputs[0].dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    if (inputs.size() == 1) {
+      BroadcastBinary<T, T, T>(ctx.threads(), inputs[0], inputs[0], acc, [](C x, C) { return x; });
+    } else {
+      BroadcastBinary<T, T, T>(ctx.threads(), inputs[0], inputs[1], acc, fn);
+      for (size_t i = 2; i < inputs.size(); ++i) BroadcastBinary<T, T, T>(ctx.threads(), acc, inputs[i], acc, fn);
+    }
+    if (mean) {
+      const C count = static_cast<C>(inputs.size());
+      UnaryMap<T, T>(ctx.threads(), acc, acc, [count](C x) { return static_cast<C>(x / count); });
+    }
+  });
+  if (needs_scratch) std::memcpy(out.raw(), acc.raw(), out.nbytes());
+}
+
+template <typename C>
+C MaxValue(C a, C b) {
+  return (a >= b || a != a) ? a : b;  // NaN in either input propagates
+}
+
+template <typename C>
+C MinValue(C a, C b) {
+  return (a <= b || a != a) ? a : b;
+}
+
+// ---- kernels with their own shape or attribute handling ----
+
+void PowKernel(KernelContext& ctx) {
+  Tensor base = ctx.Input(0), exponent = ctx.Input(1);
+  Shape shape = BroadcastAll(ctx.node(), {&base.shape(), &exponent.shape()});
+  Tensor& out = ctx.Output(0, shape, base.dtype());
+  VisitNumericMath(base.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    if (exponent.dtype() == base.dtype()) {
+      BroadcastBinary<T, T, T>(ctx.threads(), base, exponent, out, [](C x, C y) { return PowValue(x, y); });
+      return;
+    }
+    // Mixed types (allowed since opset 12): the exponent is widened to float64 once.
+    Tensor wide(DataType::kFloat64, exponent.shape());
+    CastInto(ctx, exponent, wide);
+    BroadcastBinary<T, double, T>(ctx.threads(), base, wide, out, [](C x, double y) { return PowValue(x, y); });
+  });
+}
+
+void ModKernel(KernelContext& ctx) {
+  const bool fmod = ctx.node().GetInt("fmod", 0) != 0;
+  Tensor a = ctx.Input(0), b = ctx.Input(1);
+  CheckSameType(ctx, a, b);
+  Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
+  Tensor& out = ctx.Output(0, shape, a.dtype());
+  VisitNumericMath(a.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    CheckNoZeroDivisor<T>(ctx, b);
+    BroadcastBinary<T, T, T>(ctx.threads(), a, b, out, [fmod](C x, C y) { return ModValue(x, y, fmod); });
+  });
+}
+
+void BitShiftKernel(KernelContext& ctx) {
+  const std::string direction = ctx.node().GetString("direction", "");
+  ET_CHECK(direction == "LEFT" || direction == "RIGHT", ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": direction '", direction, "' must be LEFT or RIGHT");
+  const bool left = direction == "LEFT";
+  Tensor a = ctx.Input(0), b = ctx.Input(1);
+  CheckSameType(ctx, a, b);
+  Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
+  Tensor& out = ctx.Output(0, shape, a.dtype());
+  VisitNumeric(a.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+      BroadcastBinary<T, T, T>(ctx.threads(), a, b, out, [left](T x, T shift) -> T {
+        if (shift >= sizeof(T) * 8) return 0;
+        return left ? static_cast<T>(x << shift) : static_cast<T>(x >> shift);
+      });
+    } else {
+      Fail(ErrorCode::kNotImplemented, ctx.node().Describe(), ": element type ", DataTypeName(a.dtype()),
+           " is not supported (unsigned integers only)");
+    }
+  });
+}
+
+void WhereKernel(KernelContext& ctx) {
+  Tensor condition = ctx.Input(0), x = ctx.Input(1), y = ctx.Input(2);
+  ET_CHECK(condition.dtype() == DataType::kBool, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": condition must be bool, got ", DataTypeName(condition.dtype()));
+  CheckSameType(ctx, x, y);
+  Shape shape = BroadcastAll(ctx.node(), {&condition.shape(), &x.shape(), &y.shape()});
+  Tensor& out = ctx.Output(0, shape, x.dtype());
+  VisitAll(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    const bool* c = condition.data<bool>();
+    const T* xs = x.data<T>();
+    const T* ys = y.data<T>();
+    T* zs = out.data<T>();
+    ForEachBroadcastRun<3>(ctx.threads(), shape, {&condition.shape(), &x.shape(), &y.shape()},
+                           [&](int64_t o, const std::array<int64_t, 3>& offs, const std::array<int64_t, 3>& strides,
+                               int64_t n) {
+                             for (int64_t i = 0; i < n; ++i)
+                               zs[o + i] = c[offs[0] + i * strides[0]] ? xs[offs[1] + i * strides[1]]
+                                                                        : ys[offs[2] + i * strides[2]];
+                           });
+  });
+}
+
+void ClipKernel(KernelContext& ctx) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitNumericMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    C low = std::numeric_limits<C>::lowest(), high = std::numeric_limits<C>::max();
+    if (ctx.opset() < 11) {
+      if (ctx.node().HasAttr("min")) low = static_cast<C>(ctx.node().GetFloat("min", 0));
+      if (ctx.node().HasAttr("max")) high = static_cast<C>(ctx.node().GetFloat("max", 0));
+    } else {
+      auto bound = [&](size_t index, const char* name, C& value) {
+        if (!ctx.HasInput(index)) return;
+        const Tensor& t = ctx.Input(index);
+        ET_CHECK(t.dtype() == x.dtype() && t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": '",
+                 name, "' must be a single ", DataTypeName(x.dtype()), " value, got ", DataTypeName(t.dtype()), " ",
+                 ShapeToString(t.shape()));
+        value = elementwise::Load(t.data<T>()[0]);
+      };
+      bound(1, "min", low);
+      bound(2, "max", high);
+    }
+    // max first, then min: when low > high every value becomes high, as ONNX specifies.
+    UnaryMap<T, T>(ctx.threads(), x, y, [low, high](C v) { return std::min(std::max(v, low), high); });
+  });
+}
+
+void CastKernel(KernelContext& ctx) {
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(ctx.node().HasAttr("to"), ErrorCode::kInvalidModel, what, ": attribute 'to' is missing");
+  const int64_t to = ctx.node().GetInt("to", 0);
+  ET_CHECK(to >= 0 && to <= std::numeric_limits<int32_t>::max() && IsKnownDataType(static_cast<int32_t>(to)),
+           ErrorCode::kNotImplemented, what, ": target type ", to, " is not supported");
+  Tensor x = ctx.Input(0);
+  ET_CHECK(x.dtype() != DataType::kString, ErrorCode::kNotImplemented, what, ": casting from string is not supported");
+  CastInto(ctx, x, ctx.Output(0, x.shape(), static_cast<DataType>(to)));
+}
+
+void CastLikeKernel(KernelContext& ctx) {
+  Tensor x = ctx.Input(0);
+  const DataType target = ctx.Input(1).dtype();
+  ET_CHECK(x.dtype() != DataType::kString, ErrorCode::kNotImplemented, ctx.node().Describe(),
+           ": casting from string is not supported");
+  CastInto(ctx, x, ctx.Output(0, x.shape(), target));
+}
+
+void IsInfKernel(KernelContext& ctx) {
+  const bool positive = ctx.node().GetInt("detect_positive", 1) != 0;
+  const bool negative = ctx.node().GetInt("detect_negative", 1) != 0;
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), DataType::kBool);
+  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    UnaryMap<T, bool>(ctx.threads(), x, y, [positive, negative](auto v) {
+      return std::isinf(v) && (v > 0 ? positive : negative);
+    });
+  });
+}
+
+void IsNaNKernel(KernelContext& ctx) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), DataType::kBool);
+  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    UnaryMap<T, bool>(ctx.threads(), x, y, [](auto v) { return std::isnan(v); });
+  });
+}
+
+void NotKernel(KernelContext& ctx) {
+  Tensor x = ctx.Input(0);
+  ET_CHECK(x.dtype() == DataType::kBool, ErrorCode::kNotImplemented, ctx.node().Describe(), ": input must be bool, got ",
+           DataTypeName(x.dtype()));
+  Tensor& y = ctx.Output(0, x.shape(), DataType::kBool);
+  UnaryMap<bool, bool>(ctx.threads(), x, y, [](bool v) { return !v; });
+}
+
+// Registers a float-only unary op from a generic lambda over the compute type.
+template <typename Fn>
+void RegisterFloatUnary(OpRegistry& r, const std::string& op, Fn fn) {
+  RegisterOnnx(r, op, [fn](KernelContext& ctx) { FloatUnary(ctx, fn); });
+}
+
+}  // namespace
+
+void RegisterElementwiseOps(OpRegistry& r) {
+  // Unary math over float types.
+  RegisterFloatUnary(r, "Acos", [](auto x) { return std::acos(x); });
+  RegisterFloatUnary(r, "Acosh", [](auto x) { return std::acosh(x); });
+  RegisterFloatUnary(r, "Asin", [](auto x) { return std::asin(x); });
+  RegisterFloatUnary(r, "Asinh", [](auto x) { return std::asinh(x); });
+  RegisterFloatUnary(r, "Atan", [](auto x) { return std::atan(x); });
+  RegisterFloatUnary(r, "Atanh", [](auto x) { return std::atanh(x); });
+  RegisterFloatUnary(r, "Ceil", [](auto x) { return std::ceil(x); });
+  RegisterFloatUnary(r, "Cos", [](auto x) { return std::cos(x); });
+  RegisterFloatUnary(r, "Cosh", [](auto x) { return std::cosh(x); });
+  RegisterFloatUnary(r, "Erf", [](auto x) { return std::erf(x); });
+  RegisterFloatUnary(r, "Exp", [](auto x) { return std::exp(x); });
+  RegisterFloatUnary(r, "Floor", [](auto x) { return std::floor(x); });
+  RegisterFloatUnary(r, "Log", [](auto x) { return std::log(x); });
+  RegisterFloatUnary(r, "Reciprocal", [](auto x) { return decltype(x){1} / x; });
+  RegisterFloatUnary(r, "Round", [](auto x) { return std::nearbyint(x); });  // default mode: half to even
+  RegisterFloatUnary(r, "Sin", [](auto x) { return std::sin(x); });
+  RegisterFloatUnary(r, "Sinh", [](auto x) { return std::sinh(x); });
+  RegisterFloatUnary(r, "Sqrt", [](auto x) { return std::sqrt(x); });
+  RegisterFloatUnary(r, "Tan", [](auto x) { return std::tan(x); });
+  RegisterFloatUnary(r, "Tanh", [](auto x) { return std::tanh(x); });
+  RegisterOnnx(r, "IsInf", IsInfKernel);
+  RegisterOnnx(r, "IsNaN", IsNaNKernel);
+  RegisterOnnx(r, "Not", NotKernel);
+
+  // Unary math over every numeric type.
+  RegisterOnnx(r, "Abs", [](KernelContext& ctx) {
+    NumericUnary(ctx, [](auto x) -> decltype(x) {
+      using C = decltype(x);
+      if constexpr (std::is_floating_point_v<C>) return std::abs(x);
+      else if constexpr (std::is_signed_v<C>) return x < 0 ? WrapNeg(x) : x;
+      else return x;
+    });
+  });
+  RegisterOnnx(r, "Neg", [](KernelContext& ctx) { NumericUnary(ctx, [](auto x) { return WrapNeg(x); }); });
+  RegisterOnnx(r, "Sign", [](KernelContext& ctx) {
+    NumericUnary(ctx, [](auto x) -> decltype(x) {
+      using C = decltype(x);
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(x)) return x;
+      }
+      return static_cast<C>((C{0} < x) - (x < C{0}));
+    });
+  });
+
+  // Binary arithmetic with broadcasting.
+  RegisterOnnx(r, "Add", [](KernelContext& ctx) { NumericBinary(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
+  RegisterOnnx(r, "Sub", [](KernelContext& ctx) { NumericBinary(ctx, [](auto x, auto y) { return WrapSub(x, y); }); });
+  RegisterOnnx(r, "Mul", [](KernelContext& ctx) { NumericBinary(ctx, [](auto x, auto y) { return WrapMul(x, y); }); });
+  RegisterOnnx(r, "Div", [](KernelContext& ctx) {
+    NumericBinary(ctx, [](auto x, auto y) { return DivValue(x, y); }, /*is_division=*/true);
+  });
+  RegisterOnnx(r, "Pow", PowKernel);
+  RegisterOnnx(r, "Mod", ModKernel);
+  RegisterOnnx(r, "BitShift", BitShiftKernel);
+
+  // Logic and comparison, bool output.
+  RegisterOnnx(r, "And", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x && y; }); });
+  RegisterOnnx(r, "Or", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x || y; }); });
+  RegisterOnnx(r, "Xor", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x != y; }); });
+  RegisterOnnx(r, "Equal", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x == y; }); });
+  RegisterOnnx(r, "Greater", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x > y; }); });
+  RegisterOnnx(r, "GreaterOrEqual", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x >= y; }); });
+  RegisterOnnx(r, "Less", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x < y; }); });
+  RegisterOnnx(r, "LessOrEqual", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x <= y; }); });
+
+  // Variadic with broadcasting.
+  RegisterOnnx(r, "Max", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MaxValue(x, y); }); });
+  RegisterOnnx(r, "Min", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MinValue(x, y); }); });
+  RegisterOnnx(r, "Sum", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
+  RegisterOnnx(r, "Mean", [](KernelContext& ctx) {
+    Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }, /*mean=*/true);
+  });
+
+  RegisterOnnx(r, "Where", WhereKernel);
+  RegisterOnnx(r, "Clip", ClipKernel);
+  RegisterOnnx(r, "Cast", CastKernel);
+  RegisterOnnx(r, "CastLike", CastLikeKernel);
+}
 
 }  // namespace edgetrain

@@ -1,7 +1,190 @@
+// Random family: Dropout, RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike, Bernoulli.
+// All are registered as non-deterministic so that constant folding never evaluates them.
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
 #include "ops/registry.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterRandomOps(OpRegistry&) {}
+// Runs fn(generator): a generator seeded from the node's 'seed' attribute when it has one (so its
+// draws repeat on every run), else the session's random source.
+template <typename Fn>
+void WithGenerator(KernelContext& ctx, Fn&& fn) {
+  if (ctx.node().HasAttr("seed")) {
+    std::mt19937_64 seeded(std::bit_cast<uint32_t>(ctx.node().GetFloat("seed", 0.0f)));
+    fn(seeded);
+  } else {
+    fn(ctx.rng());
+  }
+}
+
+template <typename T>
+T FromDouble(double value) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(value));
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+// Fills a float16/bfloat16/float32/float64 tensor with draws of `sample(generator)` (a double).
+template <typename Sample>
+void FillFloat(KernelContext& ctx, Tensor& out, Sample&& sample) {
+  auto fill = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data<T>();
+    WithGenerator(ctx, [&](std::mt19937_64& gen) {
+      for (int64_t i = 0; i < out.numel(); ++i) dst[i] = FromDouble<T>(sample(gen));
+    });
+  };
+  switch (out.dtype()) {
+    case DataType::kFloat32: fill(TypeTag<float>{}); break;
+    case DataType::kFloat64: fill(TypeTag<double>{}); break;
+    case DataType::kFloat16: fill(TypeTag<Float16>{}); break;
+    case DataType::kBFloat16: fill(TypeTag<BFloat16>{}); break;
+    default:
+      Fail(ErrorCode::kNotImplemented, ctx.node().Describe(), ": output element type ", DataTypeName(out.dtype()),
+           " is not supported (float16/bfloat16/float32/float64 only)");
+  }
+}
+
+DataType DtypeAttr(const KernelContext& ctx, DataType fallback) {
+  if (!ctx.node().HasAttr("dtype")) return fallback;
+  const int64_t value = ctx.node().GetInt("dtype", 0);
+  ET_CHECK(IsKnownDataType(static_cast<int32_t>(value)), ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": attribute 'dtype' = ", value, " is not a known element type");
+  return static_cast<DataType>(value);
+}
+
+// Output shape: the 'shape' attribute (RandomNormal/RandomUniform) or input 0's shape (*Like).
+Shape RandomShape(const KernelContext& ctx, bool like) {
+  if (like) return ctx.Input(0).shape();
+  ET_CHECK(ctx.node().HasAttr("shape"), ErrorCode::kInvalidModel, ctx.node().Describe(),
+           ": attribute 'shape' is required");
+  Shape shape = ctx.node().GetInts("shape");
+  for (int64_t dim : shape) {
+    ET_CHECK(dim >= 0, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": attribute 'shape' ",
+             ShapeToString(shape), " has a negative dimension");
+  }
+  return shape;
+}
+
+void RandomNormal(KernelContext& ctx, bool like) {
+  const Shape shape = RandomShape(ctx, like);
+  const DataType dtype = DtypeAttr(ctx, like ? ctx.Input(0).dtype() : DataType::kFloat32);
+  std::normal_distribution<double> normal(ctx.node().GetFloat("mean", 0.0f), ctx.node().GetFloat("scale", 1.0f));
+  ET_CHECK(ctx.node().GetFloat("scale", 1.0f) >= 0, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": attribute 'scale' must be >= 0");
+  Tensor& out = ctx.Output(0, shape, dtype);
+  FillFloat(ctx, out, [&](std::mt19937_64& gen) { return normal(gen); });
+}
+
+void RandomUniform(KernelContext& ctx, bool like) {
+  const Shape shape = RandomShape(ctx, like);
+  const DataType dtype = DtypeAttr(ctx, like ? ctx.Input(0).dtype() : DataType::kFloat32);
+  const double low = ctx.node().GetFloat("low", 0.0f), high = ctx.node().GetFloat("high", 1.0f);
+  ET_CHECK(low <= high, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": attribute 'low' (", low,
+           ") must not exceed 'high' (", high, ")");
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  Tensor& out = ctx.Output(0, shape, dtype);
+  FillFloat(ctx, out, [&](std::mt19937_64& gen) { return low + (high - low) * uniform(gen); });
+}
+
+void Bernoulli(KernelContext& ctx) {
+  const Tensor& probabilities = ctx.Input(0);
+  const DataType dtype = DtypeAttr(ctx, probabilities.dtype());
+  const std::vector<double> p = probabilities.ToDoubleVector();
+  for (double value : p) {
+    ET_CHECK(value >= 0.0 && value <= 1.0, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+             ": probability ", value, " is outside [0, 1]");
+  }
+  Tensor& out = ctx.Output(0, probabilities.shape(), dtype);
+  VisitAll(dtype, ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = out.data<T>();
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    WithGenerator(ctx, [&](std::mt19937_64& gen) {
+      for (size_t i = 0; i < p.size(); ++i) dst[i] = FromDouble<T>(uniform(gen) < p[i] ? 1.0 : 0.0);
+    });
+  });
+}
+
+// ---- Dropout ----
+
+void Dropout(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& x = ctx.Input(0);
+  double ratio = node.GetFloat("ratio", 0.5f);
+  bool training = false;
+  if (ctx.opset() >= 12) {
+    if (ctx.HasInput(1)) {
+      const Tensor& r = ctx.Input(1);
+      ET_CHECK(r.numel() == 1 && IsFloatType(r.dtype()), ErrorCode::kInvalidArgument, node.Describe(),
+               ": input 'ratio' must be a float scalar, got ", DataTypeName(r.dtype()), " ", ShapeToString(r.shape()));
+      ratio = r.ToDoubleVector()[0];
+    }
+    if (ctx.HasInput(2)) {
+      const Tensor& t = ctx.Input(2);
+      ET_CHECK(t.numel() == 1 && t.dtype() == DataType::kBool, ErrorCode::kInvalidArgument, node.Describe(),
+               ": input 'training_mode' must be a bool scalar, got ", DataTypeName(t.dtype()), " ",
+               ShapeToString(t.shape()));
+      training = t.data<bool>()[0];
+    }
+  }
+  // Mask is bool from opset 10; before it had the element type of the data.
+  const DataType mask_dtype = ctx.opset() >= 10 ? DataType::kBool : x.dtype();
+
+  if (!training || ratio == 0.0) {
+    Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+    if (!y.SameData(x) && x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    if (ctx.HasOutput(1)) {
+      Tensor& mask = ctx.Output(1, x.shape(), mask_dtype);
+      VisitAll(mask_dtype, node.Describe(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* dst = mask.data<T>();
+        const T one = FromDouble<T>(1.0);
+        for (int64_t i = 0; i < mask.numel(); ++i) dst[i] = one;
+      });
+    }
+    return;
+  }
+
+  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
+           " is outside [0, 1)");
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = x.data<T>();
+    T* dst = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    Tensor mask_scratch;
+    if (ctx.NumOutputs() < 2) mask_scratch = Tensor(DataType::kBool, x.shape(), node.Describe() + " mask");
+    bool* keep = (ctx.NumOutputs() < 2 ? mask_scratch : ctx.Output(1, x.shape(), DataType::kBool)).template data<bool>();
+    const T scale = static_cast<T>(1.0 / (1.0 - ratio));
+    std::bernoulli_distribution keep_draw(1.0 - ratio);
+    WithGenerator(ctx, [&](std::mt19937_64& gen) {
+      for (int64_t i = 0; i < x.numel(); ++i) keep[i] = keep_draw(gen);
+    });
+    for (int64_t i = 0; i < x.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
+  });
+}
+
+void RegisterRandom(OpRegistry& r, const std::string& op_type, KernelFn fn) {
+  r.Register({"", op_type, 1, 1 << 30, std::move(fn), /*deterministic=*/false});
+}
+
+}  // namespace
+
+void RegisterRandomOps(OpRegistry& r) {
+  RegisterRandom(r, "Dropout", Dropout);
+  RegisterRandom(r, "RandomNormal", [](KernelContext& ctx) { RandomNormal(ctx, false); });
+  RegisterRandom(r, "RandomNormalLike", [](KernelContext& ctx) { RandomNormal(ctx, true); });
+  RegisterRandom(r, "RandomUniform", [](KernelContext& ctx) { RandomUniform(ctx, false); });
+  RegisterRandom(r, "RandomUniformLike", [](KernelContext& ctx) { RandomUniform(ctx, true); });
+  RegisterRandom(r, "Bernoulli", Bernoulli);
+}
 
 }  // namespace edgetrain

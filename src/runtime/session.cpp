@@ -115,8 +115,8 @@ void RunNamingNode(const Node& node, Fn&& fn) {
   }
 }
 
-std::vector<Tensor> EvaluateNode(const Node& node, int64_t opset, const std::vector<Tensor>& inputs, ThreadPool* threads,
-                                 std::mt19937_64* rng) {
+std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset, const std::vector<Tensor>& inputs,
+                                                ThreadPool* threads, std::mt19937_64* rng) {
   const OpKernelEntry* entry = OpRegistry::Global().Find(node.domain, node.op_type, opset);
   ET_CHECK(entry, ErrorCode::kNotImplemented, node.Describe(), ": operator is not supported at opset ", opset);
   std::vector<RuntimeValue> in_values(inputs.size()), out_values(node.outputs.size());
@@ -134,7 +134,10 @@ std::vector<Tensor> EvaluateNode(const Node& node, int64_t opset, const std::vec
                   nullptr);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
-  for (auto& v : out_values) out.push_back(v.tensor);
+  for (auto& v : out_values) {
+    if (v.is_sequence) return std::nullopt;
+    out.push_back(v.tensor);
+  }
   return out;
 }
 
