@@ -153,9 +153,9 @@ CaseResult RunCase(const fs::path& dir) {
 std::set<std::string> UnsupportedReasons(const std::string& message) {
   std::set<std::string> reasons;
   size_t at = message.find("unsupported operators: ");
-  if (at == std::string::npos) {
-    size_t colon = message.find("): ");
-    reasons.insert(colon == std::string::npos ? message : message.substr(colon + 3));
+  if (at == std::string::npos) {  // keep the reason, drop the file and node prefixes
+    size_t colon = message.rfind(": ");
+    reasons.insert(colon == std::string::npos ? message : message.substr(colon + 2));
     return reasons;
   }
   std::string list = message.substr(at + 23);

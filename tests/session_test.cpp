@@ -29,8 +29,9 @@ onnx::ModelProto IdentityChain(int length) {
   AddValue(g->mutable_input(), "x", kFloat, {"batch", "3"});
   std::string prev = "x";
   for (int i = 0; i < length; ++i) {
-    std::string out = i + 1 == length ? "y" : "t" + std::to_string(i);
-    AddNode(g, "Identity", {prev}, {out}, "id" + std::to_string(i));
+    std::string index = std::to_string(i);
+    std::string out = i + 1 == length ? std::string("y") : std::string("t").append(index);
+    AddNode(g, "Identity", {prev}, {out}, std::string("id").append(index));
     prev = out;
   }
   AddValue(g->mutable_output(), "y", kFloat, {"batch", "3"});

@@ -1,7 +1,445 @@
+// Conv and ConvTranspose over any number of spatial dimensions, per group: im2col + GEMM for Conv,
+// GEMM + col2im for ConvTranspose.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/gemm.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterConvOps(OpRegistry&) {}
+// Spatial geometry shared by Conv and ConvTranspose. `input`/`output` are spatial sizes.
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  std::vector<int64_t> input, output, kernel, strides, dilations, pad_begin, pad_end;
+  int64_t InputSize() const { return Product(input); }
+  int64_t OutputSize() const { return Product(output); }
+  int64_t KernelSize() const { return Product(kernel); }
+  static int64_t Product(const std::vector<int64_t>& v) {
+    int64_t p = 1;
+    for (int64_t x : v) p *= x;
+    return p;
+  }
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+
+// Reads kernel_shape/strides/dilations/pads (not auto_pad) and validates them against `spatial` dims.
+void ReadConvAttributes(const KernelContext& ctx, const Tensor& w, size_t spatial, ConvGeometry& g) {
+  const Node& node = ctx.node();
+  const std::string what = node.Describe();
+  g.kernel = node.GetInts("kernel_shape", Shape(w.shape().begin() + 2, w.shape().end()));
+  g.strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
+  g.dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
+  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
+               pads.size() == 2 * spatial,
+           ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
+           " spatial dimensions");
+  for (size_t d = 0; d < spatial; ++d) {
+    ET_CHECK(g.kernel[d] == w.dim(d + 2), ErrorCode::kInvalidArgument, what, ": kernel_shape ",
+             ShapeToString(g.kernel), " does not match weight shape ", ShapeToString(w.shape()));
+    ET_CHECK(g.strides[d] >= 1 && g.dilations[d] >= 1 && pads[d] >= 0 && pads[d + spatial] >= 0,
+             ErrorCode::kInvalidArgument, what, ": strides and dilations must be >= 1 and pads >= 0");
+  }
+  g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(spatial));
+  g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
+}
+
+// Rows of the unfolded input for one image and group: row (c, kernel offset), column = output
+// position; entries outside the input are zero. `x` points at the group's first channel.
+template <typename T>
+void Im2Col(const ConvGeometry& g, int64_t channels, const T* x, T* col) {
+  const size_t spatial = g.input.size();
+  const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+  const size_t last = spatial - 1;
+  const int64_t out_last = g.output[last], in_last = g.input[last];
+  const int64_t stride_last = g.strides[last];
+  const int64_t outer_positions = out_size / std::max<int64_t>(out_last, 1);
+  std::vector<int64_t> koff(spatial), opos(spatial);
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* xc = x + c * in_size;
+    std::fill(koff.begin(), koff.end(), 0);
+    for (int64_t kk = 0; kk < kernel_size; ++kk) {
+      T* row = col + (c * kernel_size + kk) * out_size;
+      // Output positions of the last dimension whose input lies inside [0, in_last).
+      const int64_t base_last = koff[last] * g.dilations[last] - g.pad_begin[last];
+      const int64_t lo = std::clamp<int64_t>(CeilDiv(-base_last, stride_last), 0, out_last);
+      const int64_t hi = std::clamp<int64_t>(FloorDiv(in_last - 1 - base_last, stride_last) + 1, lo, out_last);
+      std::fill(opos.begin(), opos.end(), 0);
+      for (int64_t outer = 0; outer < outer_positions; ++outer) {
+        T* dst = row + outer * out_last;
+        bool inside = true;
+        int64_t offset = 0;
+        for (size_t d = 0; d < last; ++d) {
+          const int64_t i = opos[d] * g.strides[d] - g.pad_begin[d] + koff[d] * g.dilations[d];
+          inside = inside && i >= 0 && i < g.input[d];
+          offset = offset * g.input[d] + i;
+        }
+        if (!inside) {
+          std::fill(dst, dst + out_last, T(0));
+        } else {
+          const T* src = xc + offset * in_last;
+          std::fill(dst, dst + lo, T(0));
+          if (stride_last == 1) {
+            std::copy(src + lo + base_last, src + hi + base_last, dst + lo);
+          } else {
+            for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * stride_last + base_last];
+          }
+          std::fill(dst + hi, dst + out_last, T(0));
+        }
+        for (size_t d = last; d-- > 0;) {
+          if (++opos[d] < g.output[d]) break;
+          opos[d] = 0;
+        }
+      }
+      for (size_t d = spatial; d-- > 0;) {
+        if (++koff[d] < g.kernel[d]) break;
+        koff[d] = 0;
+      }
+    }
+  }
+}
+
+// Inverse of Im2Col: adds each column entry into the output position it came from. Here `g.input`
+// is the unfolded side (ConvTranspose input) and `g.output` the image being accumulated into.
+template <typename T>
+void Col2ImAdd(const ConvGeometry& g, int64_t channels, const T* col, T* y) {
+  const size_t spatial = g.input.size();
+  const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+  const size_t last = spatial - 1;
+  const int64_t in_last = g.input[last], out_last = g.output[last], stride_last = g.strides[last];
+  const int64_t outer_positions = in_size / std::max<int64_t>(in_last, 1);
+  std::vector<int64_t> koff(spatial), ipos(spatial);
+  for (int64_t c = 0; c < channels; ++c) {
+    T* yc = y + c * out_size;
+    std::fill(koff.begin(), koff.end(), 0);
+    for (int64_t kk = 0; kk < kernel_size; ++kk) {
+      const T* row = col + (c * kernel_size + kk) * in_size;
+      const int64_t base_last = koff[last] * g.dilations[last] - g.pad_begin[last];
+      const int64_t lo = std::clamp<int64_t>(CeilDiv(-base_last, stride_last), 0, in_last);
+      const int64_t hi = std::clamp<int64_t>(FloorDiv(out_last - 1 - base_last, stride_last) + 1, lo, in_last);
+      std::fill(ipos.begin(), ipos.end(), 0);
+      for (int64_t outer = 0; outer < outer_positions; ++outer) {
+        const T* src = row + outer * in_last;
+        bool inside = true;
+        int64_t offset = 0;
+        for (size_t d = 0; d < last; ++d) {
+          const int64_t o = ipos[d] * g.strides[d] - g.pad_begin[d] + koff[d] * g.dilations[d];
+          inside = inside && o >= 0 && o < g.output[d];
+          offset = offset * g.output[d] + o;
+        }
+        if (inside) {
+          T* dst = yc + offset * out_last;
+          for (int64_t i = lo; i < hi; ++i) dst[i * stride_last + base_last] += src[i];
+        }
+        for (size_t d = last; d-- > 0;) {
+          if (++ipos[d] < g.input[d]) break;
+          ipos[d] = 0;
+        }
+      }
+      for (size_t d = spatial; d-- > 0;) {
+        if (++koff[d] < g.kernel[d]) break;
+        koff[d] = 0;
+      }
+    }
+  }
+}
+
+// Runs fn(image, group, pool_for_gemm) for every (image, group): in parallel when there are
+// enough of them (GEMM then single-threaded), else one after another with a threaded GEMM.
+template <typename Fn>
+void ForEachImageGroup(ThreadPool& pool, int64_t batch, int64_t group, int64_t work_per_item, Fn&& fn) {
+  const int64_t items = batch * group;
+  if (items >= pool.num_threads() && pool.num_threads() > 1) {
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work_per_item, 1));
+    pool.ParallelFor(items, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) fn(i / group, i % group, nullptr);
+    });
+  } else {
+    for (int64_t i = 0; i < items; ++i) fn(i / group, i % group, &pool);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conv (and the integer/quantized forms, which run the same code in double precision: exact for
+// 8-bit products summed over fewer than 2^37 terms)
+
+// Validates X and W and derives the geometry from the attributes (X is [N, C, spatial...]).
+ConvGeometry ConvForwardGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w) {
+  const Node& node = ctx.node();
+  const std::string what = node.Describe();
+  ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
+           ": Conv needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
+           ShapeToString(w.shape()));
+  const size_t spatial = x.rank() - 2;
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.out_channels = w.dim(0);
+  g.group = node.GetInt("group", 1);
+  ET_CHECK(g.group >= 1 && g.in_channels % g.group == 0 && g.out_channels % g.group == 0 &&
+               w.dim(1) * g.group == g.in_channels,
+           ErrorCode::kInvalidArgument, what, ": channels do not match: X ", ShapeToString(x.shape()), ", W ",
+           ShapeToString(w.shape()), ", group ", g.group);
+  ReadConvAttributes(ctx, w, spatial, g);
+  g.input.assign(x.shape().begin() + 2, x.shape().end());
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  g.output.resize(spatial);
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t extent = (g.kernel[d] - 1) * g.dilations[d] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      g.output[d] = CeilDiv(g.input[d], g.strides[d]);
+      const int64_t total = std::max<int64_t>(0, (g.output[d] - 1) * g.strides[d] + extent - g.input[d]);
+      g.pad_begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.pad_end[d] = total - g.pad_begin[d];
+    } else if (auto_pad == "VALID") {
+      g.pad_begin[d] = g.pad_end[d] = 0;
+    } else {
+      ET_CHECK(auto_pad == "NOTSET", ErrorCode::kNotImplemented, what, ": auto_pad '", auto_pad, "' is not supported");
+    }
+    if (auto_pad == "VALID" || auto_pad == "NOTSET") {
+      const int64_t padded = g.input[d] + g.pad_begin[d] + g.pad_end[d];
+      ET_CHECK(padded >= extent, ErrorCode::kInvalidArgument, what, ": kernel extent ", extent,
+               " is larger than the padded input ", padded, " on spatial axis ", d);
+      g.output[d] = (padded - extent) / g.strides[d] + 1;
+    }
+  }
+  return g;
+}
+
+Shape ConvOutputShape(const ConvGeometry& g) {
+  Shape shape = {g.batch, g.out_channels};
+  shape.insert(shape.end(), g.output.begin(), g.output.end());
+  return shape;
+}
+
+// y = conv(x, w) + b (b may be null); all contiguous, layouts as in ONNX.
+template <typename T>
+void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp) {
+  const size_t spatial = g.input.size();
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+  const int64_t rows = cg * kernel_size;
+  bool pointwise = true;
+  for (size_t d = 0; d < spatial; ++d)
+    pointwise = pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
+  ForEachImageGroup(threads, g.batch, g.group, mg * rows * out_size, [&](int64_t n, int64_t grp, ThreadPool* pool) {
+    const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
+    T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+    T beta = T(0);
+    if (bp) {
+      for (int64_t m = 0; m < mg; ++m) std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp[grp * mg + m]);
+      beta = T(1);
+    }
+    const T* columns = x_ng;
+    std::vector<T> col;
+    if (!pointwise) {
+      col.resize(static_cast<size_t>(rows * out_size));
+      Im2Col(g, cg, x_ng, col.data());
+      columns = col.data();
+    }
+    Gemm<T>(false, false, mg, out_size, rows, T(1), wp + grp * mg * rows, rows, columns, out_size, beta, y_ng, out_size,
+            pool);
+  });
+}
+
+void ConvKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const bool has_bias = ctx.HasInput(2);
+  if (has_bias) {
+    const Tensor& b = ctx.Input(2);
+    ET_CHECK(b.numel() == g.out_channels && b.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": bias of shape ",
+             ShapeToString(b.shape()), " does not match ", g.out_channels, " output channels");
+  }
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), x.dtype());
+  VisitFloat(x.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), has_bias ? ctx.Input(2).data<T>() : nullptr,
+                   y.data<T>());
+  });
+}
+
+// Values of an int8/uint8 tensor minus a zero point that is a scalar or one value per block of
+// `block` consecutive elements (per output channel of W), as doubles.
+std::vector<double> CenteredInt8(const KernelContext& ctx, const Tensor& t, const Tensor* zero_point, int64_t blocks,
+                                 const char* name) {
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(t.dtype() == DataType::kUint8 || t.dtype() == DataType::kInt8, ErrorCode::kNotImplemented, what, ": ", name,
+           " of type ", DataTypeName(t.dtype()), " is not supported (int8/uint8 only)");
+  std::vector<double> zp = {0.0};
+  if (zero_point) {
+    ET_CHECK(zero_point->dtype() == t.dtype(), ErrorCode::kInvalidArgument, what, ": zero point of ", name,
+             " must have its type");
+    zp = zero_point->ToDoubleVector();
+    ET_CHECK(zp.size() == 1 || static_cast<int64_t>(zp.size()) == blocks, ErrorCode::kInvalidArgument, what,
+             ": zero point of ", name, " has ", zp.size(), " values, expected 1 or ", blocks);
+  }
+  const std::vector<double> values = t.ToDoubleVector();
+  std::vector<double> out(values.size());
+  const int64_t block = blocks > 0 ? t.numel() / blocks : 1;
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = values[i] - zp[zp.size() == 1 ? 0 : static_cast<size_t>(static_cast<int64_t>(i) / block)];
+  return out;
+}
+
+void ConvIntegerKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const std::vector<double> xc = CenteredInt8(ctx, x, ctx.HasInput(2) ? &ctx.Input(2) : nullptr, 1, "x");
+  const std::vector<double> wc = CenteredInt8(ctx, w, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, g.out_channels, "w");
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), DataType::kInt32);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  ConvCompute<double>(ctx.threads(), g, xc.data(), wc.data(), nullptr, acc.data());
+  int32_t* yp = y.data<int32_t>();
+  for (size_t i = 0; i < acc.size(); ++i) yp[i] = static_cast<int32_t>(static_cast<int64_t>(acc[i]));
+}
+
+// Scalar or per-channel float parameter of the quantized ops.
+std::vector<float> QuantScale(const KernelContext& ctx, size_t index, int64_t channels) {
+  const Tensor& t = ctx.Input(index);
+  ET_CHECK(t.dtype() == DataType::kFloat32 && (t.numel() == 1 || t.numel() == channels), ErrorCode::kInvalidArgument,
+           ctx.node().Describe(), ": scale input ", index, " must be float32 with 1 or ", channels, " values");
+  return t.ToVector<float>();
+}
+
+void QLinearConvKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(3);
+  const std::string what = ctx.node().Describe();
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const std::vector<float> x_scale = QuantScale(ctx, 1, 1), w_scale = QuantScale(ctx, 4, g.out_channels);
+  const std::vector<float> y_scale = QuantScale(ctx, 6, 1);
+  const Tensor& y_zp_tensor = ctx.Input(7);
+  const DataType y_type = y_zp_tensor.dtype();
+  ET_CHECK(y_type == DataType::kUint8 || y_type == DataType::kInt8, ErrorCode::kNotImplemented, what,
+           ": output type ", DataTypeName(y_type), " is not supported (int8/uint8 only)");
+  const double y_zp = y_zp_tensor.ToDoubleVector().at(0);
+  const std::vector<double> xc = CenteredInt8(ctx, x, &ctx.Input(2), 1, "x");
+  const std::vector<double> wc = CenteredInt8(ctx, w, &ctx.Input(5), g.out_channels, "w");
+  std::vector<double> bias;
+  if (ctx.HasInput(8)) {
+    const Tensor& b = ctx.Input(8);
+    ET_CHECK(b.dtype() == DataType::kInt32 && b.numel() == g.out_channels, ErrorCode::kInvalidArgument, what,
+             ": bias must be int32 with ", g.out_channels, " values");
+    bias = b.ToDoubleVector();
+  }
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), y_type);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  ConvCompute<double>(ctx.threads(), g, xc.data(), wc.data(), bias.empty() ? nullptr : bias.data(), acc.data());
+  const int64_t out_size = g.OutputSize();
+  const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
+  uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
+  int8_t* y_s8 = y_type == DataType::kInt8 ? y.data<int8_t>() : nullptr;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t channel = (static_cast<int64_t>(i) / out_size) % g.out_channels;
+    const float multiplier = x_scale[0] * w_scale[w_scale.size() == 1 ? 0 : static_cast<size_t>(channel)] / y_scale[0];
+    const double q = std::clamp(std::nearbyint(static_cast<float>(acc[i]) * multiplier) + y_zp, lo, hi);
+    if (y_u8) {
+      y_u8[i] = static_cast<uint8_t>(q);
+    } else {
+      y_s8[i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvTranspose
+
+void ConvTransposeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  const Node& node = ctx.node();
+  const std::string what = node.Describe();
+  ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
+           ": ConvTranspose needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
+           ShapeToString(w.shape()));
+  ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
+  const size_t spatial = x.rank() - 2;
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.group = node.GetInt("group", 1);
+  ET_CHECK(g.group >= 1 && w.dim(0) == g.in_channels && g.in_channels % g.group == 0, ErrorCode::kInvalidArgument,
+           what, ": channels do not match: X ", ShapeToString(x.shape()), ", W ", ShapeToString(w.shape()), ", group ",
+           g.group);
+  g.out_channels = w.dim(1) * g.group;
+  ReadConvAttributes(ctx, w, spatial, g);
+  g.input.assign(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> output_padding = node.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
+  std::vector<int64_t> output_shape = node.GetInts("output_shape");
+  if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  ET_CHECK(output_padding.size() == spatial && (output_shape.empty() || output_shape.size() == spatial),
+           ErrorCode::kInvalidArgument, what, ": output_padding/output_shape do not match ", spatial,
+           " spatial dimensions");
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  ET_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER",
+           ErrorCode::kNotImplemented, what, ": auto_pad '", auto_pad, "' is not supported");
+  g.output.resize(spatial);
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t full = g.strides[d] * (g.input[d] - 1) + output_padding[d] + (g.kernel[d] - 1) * g.dilations[d] + 1;
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      g.output[d] = !output_shape.empty() ? output_shape[d] : g.input[d] * g.strides[d];
+      const int64_t total = full - g.output[d];
+      // Odd padding goes first only for SAME_LOWER (the backend data for output_shape relies on this).
+      g.pad_begin[d] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      g.pad_end[d] = total - g.pad_begin[d];
+    } else {
+      if (auto_pad == "VALID") g.pad_begin[d] = g.pad_end[d] = 0;
+      g.output[d] = full - g.pad_begin[d] - g.pad_end[d];
+    }
+    ET_CHECK(g.output[d] >= 0, ErrorCode::kInvalidArgument, what, ": negative output size on spatial axis ", d);
+  }
+  const bool has_bias = ctx.HasInput(2);
+  if (has_bias) {
+    const Tensor& b = ctx.Input(2);
+    ET_CHECK(b.numel() == g.out_channels && b.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": bias of shape ",
+             ShapeToString(b.shape()), " does not match ", g.out_channels, " output channels");
+  }
+  Shape y_shape = {g.batch, g.out_channels};
+  y_shape.insert(y_shape.end(), g.output.begin(), g.output.end());
+  Tensor& y = ctx.Output(0, y_shape, x.dtype());
+
+  VisitFloat(x.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* wp = w.data<T>();
+    const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
+    T* yp = y.data<T>();
+    const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+    const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+    const int64_t rows = mg * kernel_size;
+    ForEachImageGroup(ctx.threads(), g.batch, g.group, rows * cg * in_size, [&](int64_t n, int64_t grp, ThreadPool* pool) {
+      const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
+      T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+      for (int64_t m = 0; m < mg; ++m)
+        std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp ? bp[grp * mg + m] : T(0));
+      std::vector<T> col(static_cast<size_t>(rows * in_size));
+      // col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i]
+      Gemm<T>(true, false, rows, in_size, cg, T(1), wp + grp * cg * rows, rows, x_ng, in_size, T(0), col.data(), in_size,
+              pool);
+      Col2ImAdd(g, mg, col.data(), y_ng);
+    });
+  });
+}
+
+}  // namespace
+
+void RegisterConvOps(OpRegistry& r) {
+  RegisterOnnx(r, "Conv", ConvKernel);
+  RegisterOnnx(r, "ConvTranspose", ConvTransposeKernel);
+  RegisterOnnx(r, "ConvInteger", ConvIntegerKernel);
+  RegisterOnnx(r, "QLinearConv", QLinearConvKernel);
+}
 
 }  // namespace edgetrain

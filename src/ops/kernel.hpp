@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -27,6 +28,9 @@ struct RuntimeValue {
     return v;
   }
 };
+
+// The domain of edgetrain's own (fused) operators.
+inline constexpr const char* kEdgetrainDomain = "ai.edgetrain";
 
 class KernelContext {
  public:
@@ -76,6 +80,9 @@ class KernelContext {
 
 using KernelFn = std::function<void(KernelContext&)>;
 
+class GradientContext;  // ops/gradient.hpp
+using GradientFn = std::function<void(GradientContext&)>;
+
 struct OpKernelEntry {
   std::string domain;  // "" for ONNX
   std::string op_type;
@@ -83,11 +90,16 @@ struct OpKernelEntry {
   int64_t until_version = 1 << 30;  // last opset (inclusive)
   KernelFn kernel;
   bool deterministic = true;  // false for random ops: never constant-folded
+  GradientFn gradient;        // emits the backward nodes (ops/gradient.hpp); null: not differentiable
+  std::shared_ptr<const FunctionDef> function;  // ai.edgetrain ops: the same op in standard ONNX ops
 };
 
 class OpRegistry {
  public:
   void Register(OpKernelEntry entry);
+  // Attaches a gradient rule to every registered opset range of (domain, op_type).
+  void SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule);
+  void SetGradient(const std::string& op_type, GradientFn rule) { SetGradient("", op_type, std::move(rule)); }
   // The kernel for op at `opset`, or nullptr.
   const OpKernelEntry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   bool Knows(const std::string& domain, const std::string& op_type) const;
@@ -103,7 +115,32 @@ class OpRegistry {
 // Shorthand for registering a kernel that covers every opset of a default-domain op.
 inline void RegisterOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn, int64_t since = 1,
                          int64_t until = 1 << 30) {
-  r.Register({"", op_type, since, until, std::move(fn), true});
+  OpKernelEntry entry;
+  entry.op_type = op_type;
+  entry.since_version = since;
+  entry.until_version = until;
+  entry.kernel = std::move(fn);
+  r.Register(std::move(entry));
+}
+
+// A kernel that draws random numbers: never constant-folded.
+inline void RegisterRandomOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn) {
+  OpKernelEntry entry;
+  entry.op_type = op_type;
+  entry.kernel = std::move(fn);
+  entry.deterministic = false;
+  r.Register(std::move(entry));
+}
+
+// An ai.edgetrain operator: its kernel and its definition in standard ONNX ops.
+inline void RegisterFused(OpRegistry& r, const std::string& op_type, KernelFn fn,
+                          std::shared_ptr<const FunctionDef> function) {
+  OpKernelEntry entry;
+  entry.domain = kEdgetrainDomain;
+  entry.op_type = op_type;
+  entry.kernel = std::move(fn);
+  entry.function = std::move(function);
+  r.Register(std::move(entry));
 }
 
 }  // namespace edgetrain

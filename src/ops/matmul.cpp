@@ -1,7 +1,640 @@
+// MatMul, Gemm and Einsum. Float types run on the blocked GEMM of ops/gemm.hpp; integer types use
+// plain loops.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/gemm.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
+namespace {
 
-void RegisterMatMulOps(OpRegistry&) {}
+template <typename T>
+constexpr bool kUsesGemm = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// C[m x n] = A[m x k] * B[k x n] for contiguous row-major matrices of any numeric type.
+template <typename T>
+void MatMulOne(int64_t m, int64_t k, int64_t n, const T* a, const T* b, T* c, ThreadPool* pool) {
+  if constexpr (kUsesGemm<T>) {
+    Gemm<T>(false, false, m, n, k, T(1), a, k, b, n, T(0), c, n, pool);
+  } else {
+    std::fill(c, c + m * n, T(0));
+    for (int64_t i = 0; i < m; ++i) {
+      T* crow = c + i * n;
+      for (int64_t p = 0; p < k; ++p) {
+        const T aip = a[i * k + p];
+        const T* brow = b + p * n;
+        for (int64_t j = 0; j < n; ++j) crow[j] = static_cast<T>(crow[j] + aip * brow[j]);
+      }
+    }
+  }
+}
+
+// `count` products C_i = A[a_offsets[i]] * B[b_offsets[i]] (offsets in elements), C contiguous.
+// Many small products run one per thread; few large ones split each product between threads.
+template <typename T>
+void MatMulBatch(ThreadPool& pool, int64_t m, int64_t k, int64_t n, const T* a, const std::vector<int64_t>& a_offsets,
+                 const T* b, const std::vector<int64_t>& b_offsets, T* c) {
+  const int64_t count = static_cast<int64_t>(a_offsets.size());
+  const int64_t work = m * n * std::max<int64_t>(k, 1);
+  if (count >= 2 * pool.num_threads() || work < (int64_t{1} << 18)) {
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work, 1));
+    pool.ParallelFor(count, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        MatMulOne<T>(m, k, n, a + a_offsets[i], b + b_offsets[i], c + i * m * n, nullptr);
+    });
+  } else {
+    for (int64_t i = 0; i < count; ++i) MatMulOne<T>(m, k, n, a + a_offsets[i], b + b_offsets[i], c + i * m * n, &pool);
+  }
+}
+
+// Offsets (in matrices) into a batch of shape `shape` for every index of the broadcast `out`.
+std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out) {
+  const std::vector<int64_t> strides = BroadcastStrides(shape, out);
+  const int64_t count = NumElements(out);
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  std::vector<int64_t> index(out.size(), 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    offsets[static_cast<size_t>(i)] = offset;
+    for (size_t d = out.size(); d-- > 0;) {
+      offset += strides[d];
+      if (++index[d] < out[d]) break;
+      offset -= strides[d] * out[d];
+      index[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+bool Broadcastable(const Shape& a, const Shape& b) {
+  for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const int64_t x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MatMul (numpy matmul: 1-D operands are promoted, batch dimensions broadcast)
+
+// Shapes of one numpy matmul: A [a_batch..., m, k] x B [b_batch..., k, n] -> [batch..., m, n].
+struct MatMulShapes {
+  int64_t m = 0, k = 0, n = 0;
+  Shape a_batch, b_batch, batch, out;
+};
+
+MatMulShapes PlanMatMul(const std::string& what, const Shape& a, const Shape& b) {
+  ET_CHECK(!a.empty() && !b.empty(), ErrorCode::kInvalidArgument, what, ": MatMul needs inputs of rank >= 1, got ",
+           ShapeToString(a), " and ", ShapeToString(b));
+  Shape a_shape = a, b_shape = b;
+  if (a_shape.size() == 1) a_shape.insert(a_shape.begin(), 1);
+  if (b_shape.size() == 1) b_shape.push_back(1);
+  MatMulShapes p;
+  p.m = a_shape[a_shape.size() - 2];
+  p.k = a_shape.back();
+  p.n = b_shape.back();
+  ET_CHECK(p.k == b_shape[b_shape.size() - 2], ErrorCode::kInvalidArgument, what, ": inner dimensions do not match: ",
+           ShapeToString(a), " x ", ShapeToString(b));
+  p.a_batch.assign(a_shape.begin(), a_shape.end() - 2);
+  p.b_batch.assign(b_shape.begin(), b_shape.end() - 2);
+  ET_CHECK(Broadcastable(p.a_batch, p.b_batch), ErrorCode::kInvalidArgument, what, ": batch dimensions of ",
+           ShapeToString(a), " and ", ShapeToString(b), " do not broadcast");
+  p.batch = BroadcastShapes(p.a_batch, p.b_batch);
+  p.out = p.batch;
+  if (a.size() > 1) p.out.push_back(p.m);
+  if (b.size() > 1) p.out.push_back(p.n);
+  return p;
+}
+
+template <typename T>
+void RunMatMul(ThreadPool& threads, const MatMulShapes& p, const T* a, const T* b, T* y) {
+  if (NumElements(p.b_batch) == 1) {
+    // B is one matrix: fold A's batch into its rows.
+    MatMulOne<T>(NumElements(p.a_batch) * p.m, p.k, p.n, a, b, y, &threads);
+    return;
+  }
+  std::vector<int64_t> a_offsets = BatchOffsets(p.a_batch, p.batch), b_offsets = BatchOffsets(p.b_batch, p.batch);
+  for (auto& o : a_offsets) o *= p.m * p.k;
+  for (auto& o : b_offsets) o *= p.k * p.n;
+  MatMulBatch<T>(threads, p.m, p.k, p.n, a, a_offsets, b, b_offsets, y);
+}
+
+void MatMulKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.Input(0);
+  const Tensor& b = ctx.Input(1);
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, what, ": input types differ (",
+           DataTypeName(a.dtype()), " vs ", DataTypeName(b.dtype()), ")");
+  const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
+  Tensor& y = ctx.Output(0, p.out, a.dtype());
+  VisitNumeric(a.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    RunMatMul<T>(ctx.threads(), p, a.data<T>(), b.data<T>(), y.data<T>());
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// MatMulInteger and QLinearMatMul: 8-bit operands minus zero points, multiplied in double (exact
+// for 8-bit products), then narrowed.
+
+// Per-tensor, per-row (of A) or per-column (of B) quantization parameter, broadcast to `shape`.
+// A 1-D parameter of A has one value per row, so it is viewed as [m, 1].
+std::vector<double> ExpandQuantParam(const std::string& what, const Tensor& param, const Shape& shape, bool rows_of_a,
+                                     const char* name) {
+  const std::vector<double> values = param.ToDoubleVector();
+  const int64_t count = NumElements(shape);
+  if (values.size() == 1) return std::vector<double>(static_cast<size_t>(count), values[0]);
+  Shape param_shape = param.shape();
+  if (rows_of_a && param_shape.size() == 1) param_shape.push_back(1);
+  bool ok = param_shape.size() <= shape.size() && Broadcastable(param_shape, shape);
+  for (size_t i = 1; ok && i <= param_shape.size(); ++i)
+    ok = param_shape[param_shape.size() - i] == 1 || param_shape[param_shape.size() - i] == shape[shape.size() - i];
+  ET_CHECK(ok, ErrorCode::kInvalidArgument, what, ": ", name, " of shape ", ShapeToString(param.shape()),
+           " does not fit an operand of shape ", ShapeToString(shape));
+  const std::vector<int64_t> offsets = BatchOffsets(param_shape, shape);
+  std::vector<double> out(static_cast<size_t>(count));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = values[static_cast<size_t>(offsets[i])];
+  return out;
+}
+
+std::vector<double> CenteredOperand(const std::string& what, const Tensor& t, const Tensor* zero_point, bool is_a) {
+  ET_CHECK(t.dtype() == DataType::kUint8 || t.dtype() == DataType::kInt8, ErrorCode::kNotImplemented, what,
+           ": element type ", DataTypeName(t.dtype()), " is not supported (int8/uint8 only)");
+  std::vector<double> values = t.ToDoubleVector();
+  if (zero_point) {
+    ET_CHECK(zero_point->dtype() == t.dtype(), ErrorCode::kInvalidArgument, what,
+             ": a zero point must have the type of its operand");
+    Shape shape = t.shape();
+    if (shape.size() == 1) shape.insert(is_a ? shape.begin() : shape.end(), 1);
+    const std::vector<double> zp = ExpandQuantParam(what, *zero_point, shape, is_a, "zero point");
+    for (size_t i = 0; i < values.size(); ++i) values[i] -= zp[i];
+  }
+  return values;
+}
+
+void MatMulIntegerKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.Input(0);
+  const Tensor& b = ctx.Input(1);
+  const std::string what = ctx.node().Describe();
+  const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
+  const std::vector<double> ac = CenteredOperand(what, a, ctx.HasInput(2) ? &ctx.Input(2) : nullptr, true);
+  const std::vector<double> bc = CenteredOperand(what, b, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, false);
+  Tensor& y = ctx.Output(0, p.out, DataType::kInt32);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  RunMatMul<double>(ctx.threads(), p, ac.data(), bc.data(), acc.data());
+  int32_t* yp = y.data<int32_t>();
+  for (size_t i = 0; i < acc.size(); ++i) yp[i] = static_cast<int32_t>(static_cast<int64_t>(acc[i]));
+}
+
+void QLinearMatMulKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.Input(0);
+  const Tensor& b = ctx.Input(3);
+  const std::string what = ctx.node().Describe();
+  const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
+  const std::vector<double> ac = CenteredOperand(what, a, &ctx.Input(2), true);
+  const std::vector<double> bc = CenteredOperand(what, b, &ctx.Input(5), false);
+  const Tensor& y_zp_tensor = ctx.Input(7);
+  const DataType y_type = y_zp_tensor.dtype();
+  ET_CHECK(y_type == DataType::kUint8 || y_type == DataType::kInt8, ErrorCode::kNotImplemented, what,
+           ": output type ", DataTypeName(y_type), " is not supported (int8/uint8 only)");
+  for (size_t i : {size_t{1}, size_t{4}, size_t{6}})
+    ET_CHECK(ctx.Input(i).dtype() == DataType::kFloat32, ErrorCode::kInvalidArgument, what, ": scale input ", i,
+             " must be float32");
+  ET_CHECK(ctx.Input(6).numel() == 1 && y_zp_tensor.numel() == 1, ErrorCode::kNotImplemented, what,
+           ": only a per-tensor output scale and zero point are supported");
+  Tensor& y = ctx.Output(0, p.out, y_type);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  RunMatMul<double>(ctx.threads(), p, ac.data(), bc.data(), acc.data());
+  // Scales: a per row, b per column; expanded over the output's [batch, m, n] layout.
+  const int64_t batch_count = NumElements(p.batch);
+  Shape a_shape = a.shape(), b_shape = b.shape();
+  if (a_shape.size() == 1) a_shape.insert(a_shape.begin(), 1);
+  if (b_shape.size() == 1) b_shape.push_back(1);
+  const std::vector<double> a_scale = ExpandQuantParam(what, ctx.Input(1), a_shape, true, "a_scale");
+  const std::vector<double> b_scale = ExpandQuantParam(what, ctx.Input(4), b_shape, false, "b_scale");
+  std::vector<int64_t> a_offsets = BatchOffsets(p.a_batch, p.batch), b_offsets = BatchOffsets(p.b_batch, p.batch);
+  const float y_scale = ctx.Input(6).ToVector<float>()[0];
+  const double y_zp = y_zp_tensor.ToDoubleVector()[0];
+  const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
+  uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
+  int8_t* y_s8 = y_type == DataType::kInt8 ? y.data<int8_t>() : nullptr;
+  for (int64_t bi = 0; bi < batch_count; ++bi) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      // A's scale is constant along k; B's along k too (per column), so take row/column 0 of k.
+      const float sa = static_cast<float>(a_scale[static_cast<size_t>((a_offsets[bi] * p.m + i) * p.k)]);
+      for (int64_t j = 0; j < p.n; ++j) {
+        const float sb = static_cast<float>(b_scale[static_cast<size_t>(b_offsets[bi] * p.k * p.n + j)]);
+        const size_t o = static_cast<size_t>((bi * p.m + i) * p.n + j);
+        const double q = std::clamp(std::nearbyint(static_cast<float>(acc[o]) * (sa * sb / y_scale)) + y_zp, lo, hi);
+        if (y_u8) {
+          y_u8[o] = static_cast<uint8_t>(q);
+        } else {
+          y_s8[o] = static_cast<int8_t>(q);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast unidirectionally to (M, N)
+
+void GemmKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.Input(0);
+  const Tensor& b = ctx.Input(1);
+  const std::string what = ctx.node().Describe();
+  const Node& node = ctx.node();
+  const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
+  const double alpha = node.GetFloat("alpha", 1.0f), beta_attr = node.GetFloat("beta", 1.0f);
+  ET_CHECK(a.rank() == 2 && b.rank() == 2, ErrorCode::kInvalidArgument, what, ": Gemm needs 2-D A and B, got ",
+           ShapeToString(a.shape()), " and ", ShapeToString(b.shape()));
+  ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, what, ": input types differ (",
+           DataTypeName(a.dtype()), " vs ", DataTypeName(b.dtype()), ")");
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0), k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = trans_b ? b.dim(1) : b.dim(0), n = trans_b ? b.dim(0) : b.dim(1);
+  ET_CHECK(k == kb, ErrorCode::kInvalidArgument, what, ": inner dimensions do not match: op(A) is ", m, "x", k,
+           ", op(B) is ", kb, "x", n);
+  const bool has_c = ctx.HasInput(2);
+  if (has_c) {
+    const Tensor& c = ctx.Input(2);
+    bool ok = c.rank() <= 2 && c.dtype() == a.dtype();
+    if (ok && c.rank() >= 1) ok = c.shape().back() == n || c.shape().back() == 1;
+    if (ok && c.rank() == 2) ok = c.dim(0) == m || c.dim(0) == 1;
+    ET_CHECK(ok, ErrorCode::kInvalidArgument, what, ": C of shape ", ShapeToString(c.shape()), " and type ",
+             DataTypeName(c.dtype()), " does not broadcast to the output [", m, ", ", n, "]");
+  }
+  Tensor& y = ctx.Output(0, {m, n}, a.dtype());
+  VisitNumeric(a.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* yp = y.data<T>();
+    T beta = T(0);
+    if (has_c && beta_attr != 0.0) {
+      const Tensor& c = ctx.Input(2);
+      const T* cp = c.data<T>();
+      const int64_t c_rows = c.rank() == 2 ? c.dim(0) : 1;
+      const int64_t c_cols = c.rank() >= 1 ? c.shape().back() : 1;
+      for (int64_t i = 0; i < m; ++i) {
+        const T* crow = cp + (c_rows == 1 ? 0 : i) * c_cols;
+        T* yrow = yp + i * n;
+        if (c_cols == 1) {
+          std::fill(yrow, yrow + n, crow[0]);
+        } else {
+          std::copy(crow, crow + n, yrow);
+        }
+      }
+      beta = static_cast<T>(beta_attr);
+    }
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    if constexpr (kUsesGemm<T>) {
+      Gemm<T>(trans_a, trans_b, m, n, k, static_cast<T>(alpha), ap, a.dim(1), bp, b.dim(1), beta, yp, n, &ctx.threads());
+    } else {
+      const int64_t lda = a.dim(1), ldb = b.dim(1);
+      ctx.threads().ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            T sum = T(0);
+            for (int64_t p = 0; p < k; ++p) {
+              const T av = trans_a ? ap[p * lda + i] : ap[i * lda + p];
+              const T bv = trans_b ? bp[j * ldb + p] : bp[p * ldb + j];
+              sum = static_cast<T>(sum + av * bv);
+            }
+            const T scaled = static_cast<T>(static_cast<T>(alpha) * sum);
+            yp[i * n + j] = beta == T(0) ? scaled : static_cast<T>(scaled + beta * yp[i * n + j]);
+          }
+        }
+      });
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Einsum: each operand is reduced over the labels nobody else needs, then operands are contracted
+// pairwise left to right as batched matrix products, then the result is permuted to the output.
+
+constexpr int kEllipsisLabel = 1000;  // ellipsis dimension e is label kEllipsisLabel + e
+
+struct EinsumEquation {
+  std::vector<std::vector<int>> inputs;  // one label per dimension of each input
+  std::vector<int> output;
+};
+
+// Parses one side's term into labels; ellipsis dims are numbered right-aligned to `ellipsis_rank`.
+std::vector<int> ParseEinsumTerm(const std::string& term, int64_t rank, int64_t ellipsis_rank, bool is_output,
+                                 const std::string& what, int64_t* ellipsis_dims_out) {
+  std::vector<int> letters;
+  int64_t ellipsis_at = -1;
+  for (size_t i = 0; i < term.size(); ++i) {
+    const char ch = term[i];
+    if (ch == ' ') continue;
+    if (ch == '.') {
+      ET_CHECK(term.compare(i, 3, "...") == 0 && ellipsis_at < 0, ErrorCode::kInvalidArgument, what,
+               ": malformed ellipsis in Einsum term '", term, "'");
+      ellipsis_at = static_cast<int64_t>(letters.size());
+      i += 2;
+      continue;
+    }
+    ET_CHECK((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'), ErrorCode::kInvalidArgument, what,
+             ": invalid character '", ch, "' in Einsum equation");
+    letters.push_back(ch);
+  }
+  int64_t ellipsis_dims = 0;
+  if (is_output) {
+    ellipsis_dims = ellipsis_at >= 0 ? ellipsis_rank : 0;
+  } else {
+    ET_CHECK(ellipsis_at >= 0 ? rank >= static_cast<int64_t>(letters.size())
+                              : rank == static_cast<int64_t>(letters.size()),
+             ErrorCode::kInvalidArgument, what, ": Einsum term '", term, "' does not match an input of rank ", rank);
+    ellipsis_dims = rank - static_cast<int64_t>(letters.size());
+  }
+  *ellipsis_dims_out = ellipsis_dims;
+  std::vector<int> labels;
+  for (int64_t i = 0; i <= static_cast<int64_t>(letters.size()); ++i) {
+    if (i == ellipsis_at)
+      for (int64_t e = 0; e < ellipsis_dims; ++e)
+        labels.push_back(kEllipsisLabel + static_cast<int>(ellipsis_rank - ellipsis_dims + e));
+    if (i < static_cast<int64_t>(letters.size())) labels.push_back(letters[static_cast<size_t>(i)]);
+  }
+  return labels;
+}
+
+EinsumEquation ParseEinsum(const std::string& equation, const std::vector<const Tensor*>& inputs, const std::string& what) {
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  ET_CHECK(terms.size() == inputs.size(), ErrorCode::kInvalidArgument, what, ": Einsum equation '", equation, "' has ",
+           terms.size(), " terms for ", inputs.size(), " inputs");
+  // Ellipsis rank: the largest number of dimensions any input's ellipsis covers.
+  int64_t ellipsis_rank = 0;
+  std::vector<int64_t> dims_per_term(terms.size());
+  for (size_t t = 0; t < terms.size(); ++t) {
+    ParseEinsumTerm(terms[t], static_cast<int64_t>(inputs[t]->rank()), 0, false, what, &dims_per_term[t]);
+    ellipsis_rank = std::max(ellipsis_rank, dims_per_term[t]);
+  }
+  EinsumEquation eq;
+  int64_t unused = 0;
+  for (size_t t = 0; t < terms.size(); ++t)
+    eq.inputs.push_back(ParseEinsumTerm(terms[t], static_cast<int64_t>(inputs[t]->rank()), ellipsis_rank, false, what, &unused));
+  if (arrow != std::string::npos) {
+    eq.output = ParseEinsumTerm(equation.substr(arrow + 2), 0, ellipsis_rank, true, what, &unused);
+  } else {
+    std::map<int, int> counts;
+    for (const auto& labels : eq.inputs)
+      for (int label : labels) ++counts[label];
+    for (int64_t e = 0; e < ellipsis_rank; ++e) eq.output.push_back(kEllipsisLabel + static_cast<int>(e));
+    for (const auto& [label, count] : counts)
+      if (label < kEllipsisLabel && count == 1) eq.output.push_back(label);
+  }
+  std::set<int> seen;
+  for (int label : eq.output) {
+    ET_CHECK(seen.insert(label).second, ErrorCode::kInvalidArgument, what, ": Einsum output repeats a label in '",
+             equation, "'");
+    bool found = false;
+    for (const auto& labels : eq.inputs) found = found || std::find(labels.begin(), labels.end(), label) != labels.end();
+    ET_CHECK(found, ErrorCode::kInvalidArgument, what, ": Einsum output label of '", equation,
+             "' does not appear in any input");
+  }
+  return eq;
+}
+
+// A strided view with distinct labels, or an owned contiguous buffer viewed the same way.
+template <typename T>
+struct EinsumOperand {
+  std::vector<int> labels;
+  std::vector<int64_t> dims, strides;
+  const T* data = nullptr;
+  std::vector<T> storage;
+
+  bool Has(int label) const { return std::find(labels.begin(), labels.end(), label) != labels.end(); }
+  size_t IndexOf(int label) const {
+    return static_cast<size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
+  }
+};
+
+// dst (contiguous, shape `dims`) = src read through `strides`.
+template <typename T>
+void StridedCopy(const T* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, T* dst) {
+  int64_t total = 1;
+  for (int64_t d : dims) total *= d;
+  if (total == 0) return;
+  if (dims.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  const size_t last = dims.size() - 1;
+  const int64_t inner = dims[last], inner_stride = strides[last];
+  std::vector<int64_t> index(dims.size(), 0);
+  int64_t offset = 0;
+  for (int64_t row = 0; row < total / inner; ++row) {
+    const T* s = src + offset;
+    for (int64_t j = 0; j < inner; ++j) dst[j] = s[j * inner_stride];
+    dst += inner;
+    for (size_t d = last; d-- > 0;) {
+      offset += strides[d];
+      if (++index[d] < dims[d]) break;
+      offset -= strides[d] * dims[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Contiguous copy of `op` with dimensions in `order` (sizes from `sizes`, broadcast where op has 1).
+template <typename T>
+std::vector<T> Arrange(const EinsumOperand<T>& op, const std::vector<int>& order, const std::map<int, int64_t>& sizes) {
+  std::vector<int64_t> dims, strides;
+  int64_t total = 1;
+  for (int label : order) {
+    const size_t i = op.IndexOf(label);
+    const int64_t size = sizes.at(label);
+    dims.push_back(size);
+    strides.push_back(op.dims[i] == size ? op.strides[i] : 0);
+    total *= size;
+  }
+  std::vector<T> out(static_cast<size_t>(total));
+  StridedCopy(op.data, dims, strides, out.data());
+  return out;
+}
+
+template <typename T>
+EinsumOperand<T> OwnedOperand(std::vector<int> labels, std::vector<int64_t> dims, std::vector<T> storage) {
+  EinsumOperand<T> op;
+  op.labels = std::move(labels);
+  op.dims = std::move(dims);
+  op.strides = RowMajorStrides(op.dims);
+  op.storage = std::move(storage);
+  op.data = op.storage.data();
+  return op;
+}
+
+// Sums `op` over every label not in `keep`.
+template <typename T>
+EinsumOperand<T> ReduceOperand(EinsumOperand<T> op, const std::set<int>& keep) {
+  std::vector<int> kept, reduced;
+  for (int label : op.labels) (keep.count(label) ? kept : reduced).push_back(label);
+  if (reduced.empty()) return op;
+  std::map<int, int64_t> sizes;
+  std::vector<int64_t> kept_dims;
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < op.labels.size(); ++i) sizes[op.labels[i]] = op.dims[i];
+  for (int label : kept) {
+    kept_dims.push_back(sizes[label]);
+    outer *= sizes[label];
+  }
+  for (int label : reduced) inner *= sizes[label];
+  std::vector<int> order = kept;
+  order.insert(order.end(), reduced.begin(), reduced.end());
+  const std::vector<T> arranged = Arrange(op, order, sizes);
+  std::vector<T> sums(static_cast<size_t>(outer), T(0));
+  for (int64_t o = 0; o < outer; ++o) {
+    T sum = T(0);
+    for (int64_t i = 0; i < inner; ++i) sum = static_cast<T>(sum + arranged[static_cast<size_t>(o * inner + i)]);
+    sums[static_cast<size_t>(o)] = sum;
+  }
+  return OwnedOperand<T>(kept, kept_dims, std::move(sums));
+}
+
+// Contracts a and b over their shared labels not in `keep`, as a batched matrix product.
+template <typename T>
+EinsumOperand<T> ContractPair(const EinsumOperand<T>& a, const EinsumOperand<T>& b, const std::set<int>& keep,
+                              ThreadPool& pool) {
+  std::vector<int> batch, a_only, b_only, contracted;
+  std::map<int, int64_t> sizes;
+  for (size_t i = 0; i < a.labels.size(); ++i) {
+    const int label = a.labels[i];
+    if (b.Has(label)) {
+      sizes[label] = std::max(a.dims[i], b.dims[b.IndexOf(label)]);
+      (keep.count(label) ? batch : contracted).push_back(label);
+    } else {
+      sizes[label] = a.dims[i];
+      a_only.push_back(label);
+    }
+  }
+  for (size_t i = 0; i < b.labels.size(); ++i) {
+    if (!a.Has(b.labels[i])) {
+      sizes[b.labels[i]] = b.dims[i];
+      b_only.push_back(b.labels[i]);
+    }
+  }
+  auto product = [&](const std::vector<int>& labels) {
+    int64_t p = 1;
+    for (int label : labels) p *= sizes[label];
+    return p;
+  };
+  const int64_t count = product(batch), m = product(a_only), k = product(contracted), n = product(b_only);
+  std::vector<int> a_order = batch, b_order = batch;
+  a_order.insert(a_order.end(), a_only.begin(), a_only.end());
+  a_order.insert(a_order.end(), contracted.begin(), contracted.end());
+  b_order.insert(b_order.end(), contracted.begin(), contracted.end());
+  b_order.insert(b_order.end(), b_only.begin(), b_only.end());
+  const std::vector<T> a_arranged = Arrange(a, a_order, sizes), b_arranged = Arrange(b, b_order, sizes);
+  std::vector<T> result(static_cast<size_t>(count * m * n));
+  std::vector<int64_t> a_offsets(static_cast<size_t>(count)), b_offsets(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    a_offsets[static_cast<size_t>(i)] = i * m * k;
+    b_offsets[static_cast<size_t>(i)] = i * k * n;
+  }
+  if (count * m * n > 0) MatMulBatch<T>(pool, m, k, n, a_arranged.data(), a_offsets, b_arranged.data(), b_offsets, result.data());
+  std::vector<int> labels = batch;
+  labels.insert(labels.end(), a_only.begin(), a_only.end());
+  labels.insert(labels.end(), b_only.begin(), b_only.end());
+  std::vector<int64_t> dims;
+  for (int label : labels) dims.push_back(sizes[label]);
+  return OwnedOperand<T>(labels, dims, std::move(result));
+}
+
+void EinsumKernel(KernelContext& ctx) {
+  const std::string what = ctx.node().Describe();
+  const std::string equation = ctx.node().GetString("equation", "");
+  ET_CHECK(ctx.NumInputs() >= 1, ErrorCode::kInvalidArgument, what, ": Einsum needs at least one input");
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < ctx.NumInputs(); ++i) {
+    inputs.push_back(&ctx.Input(i));
+    ET_CHECK(inputs.back()->dtype() == inputs[0]->dtype(), ErrorCode::kInvalidArgument, what,
+             ": Einsum inputs have different types");
+  }
+  const EinsumEquation eq = ParseEinsum(equation, inputs, what);
+
+  // Size of every label; ellipsis dimensions broadcast, letters must agree.
+  std::map<int, int64_t> sizes;
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    for (size_t d = 0; d < eq.inputs[t].size(); ++d) {
+      const int label = eq.inputs[t][d];
+      const int64_t size = inputs[t]->dim(d);
+      auto [it, fresh] = sizes.emplace(label, size);
+      if (fresh || it->second == size) continue;
+      const bool broadcast = label >= kEllipsisLabel && (it->second == 1 || size == 1);
+      ET_CHECK(broadcast, ErrorCode::kInvalidArgument, what, ": Einsum dimension sizes ", it->second, " and ", size,
+               " disagree for the same label in '", equation, "'");
+      it->second = std::max(it->second, size);
+    }
+  }
+  Shape out_shape;
+  for (int label : eq.output) out_shape.push_back(sizes[label]);
+  Tensor& y = ctx.Output(0, out_shape, inputs[0]->dtype());
+
+  VisitNumeric(inputs[0]->dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Views of the inputs with repeated labels folded into diagonals.
+    std::vector<EinsumOperand<T>> operands;
+    for (size_t t = 0; t < inputs.size(); ++t) {
+      EinsumOperand<T> op;
+      op.data = inputs[t]->template data<T>();
+      const std::vector<int64_t> strides = RowMajorStrides(inputs[t]->shape());
+      for (size_t d = 0; d < eq.inputs[t].size(); ++d) {
+        const int label = eq.inputs[t][d];
+        if (op.Has(label)) {
+          const size_t i = op.IndexOf(label);
+          ET_CHECK(op.dims[i] == inputs[t]->dim(d), ErrorCode::kInvalidArgument, what,
+                   ": Einsum diagonal over dimensions of different sizes in '", equation, "'");
+          op.strides[i] += strides[d];
+        } else {
+          op.labels.push_back(label);
+          op.dims.push_back(inputs[t]->dim(d));
+          op.strides.push_back(strides[d]);
+        }
+      }
+      operands.push_back(std::move(op));
+    }
+    auto needed_besides = [&](size_t first_other) {
+      std::set<int> keep(eq.output.begin(), eq.output.end());
+      for (size_t j = first_other; j < operands.size(); ++j) keep.insert(operands[j].labels.begin(), operands[j].labels.end());
+      return keep;
+    };
+    std::set<int> keep_first = needed_besides(1);
+    EinsumOperand<T> current = ReduceOperand(std::move(operands[0]), keep_first);
+    for (size_t t = 1; t < operands.size(); ++t) {
+      std::set<int> keep_b = needed_besides(t + 1);
+      keep_b.insert(current.labels.begin(), current.labels.end());
+      EinsumOperand<T> b = ReduceOperand(std::move(operands[t]), keep_b);
+      current = ContractPair(current, b, needed_besides(t + 1), ctx.threads());
+    }
+    current = ReduceOperand(std::move(current), std::set<int>(eq.output.begin(), eq.output.end()));
+    const std::vector<T> arranged = Arrange(current, eq.output, sizes);
+    std::copy(arranged.begin(), arranged.end(), y.data<T>());
+  });
+}
+
+}  // namespace
+
+void RegisterMatMulOps(OpRegistry& r) {
+  RegisterOnnx(r, "MatMul", MatMulKernel);
+  RegisterOnnx(r, "Gemm", GemmKernel);
+  RegisterOnnx(r, "MatMulInteger", MatMulIntegerKernel);
+  RegisterOnnx(r, "QLinearMatMul", QLinearMatMulKernel);
+  RegisterOnnx(r, "Einsum", EinsumKernel);
+}
 
 }  // namespace edgetrain

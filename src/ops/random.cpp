@@ -173,7 +173,7 @@ void Dropout(KernelContext& ctx) {
 }
 
 void RegisterRandom(OpRegistry& r, const std::string& op_type, KernelFn fn) {
-  r.Register({"", op_type, 1, 1 << 30, std::move(fn), /*deterministic=*/false});
+  RegisterRandomOnnx(r, op_type, std::move(fn));
 }
 
 }  // namespace

@@ -1,0 +1,525 @@
+#include "checkpoint/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "checkpoint/odtc_generated.h"
+
+namespace edgetrain {
+namespace {
+
+constexpr int32_t kWrittenVersion = 2;
+constexpr size_t kVerifierMaxDepth = 64;
+constexpr size_t kVerifierMaxTables = size_t{1} << 26;
+
+std::string ExternalDataPath(const std::string& path) { return path + ".data"; }
+
+std::string SystemError() { return std::strerror(errno); }
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+// Reads a whole file; kIoError names `path` and says why.
+std::vector<uint8_t> ReadWholeFile(const std::string& path, const char* what) {
+  std::error_code ec;
+  ET_CHECK(!std::filesystem::is_directory(path, ec), ErrorCode::kIoError, what, " '", path,
+           "' is a directory (an old ORT checkpoint directory?); expected an ODTC checkpoint file");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ET_CHECK(fd >= 0, ErrorCode::kIoError, "cannot open ", what, " '", path, "': ", SystemError());
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    std::string reason = SystemError();
+    ::close(fd);
+    Fail(ErrorCode::kIoError, "cannot read ", what, " '", path, "': ", reason);
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = n == 0 ? "file shrank while reading" : SystemError();
+      ::close(fd);
+      Fail(ErrorCode::kIoError, "cannot read ", what, " '", path, "': ", reason);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+// Random access to `<checkpoint>.data`, opened on first use.
+class ExternalDataReader {
+ public:
+  explicit ExternalDataReader(std::string path) : path_(std::move(path)) {}
+  ExternalDataReader(const ExternalDataReader&) = delete;
+  ExternalDataReader& operator=(const ExternalDataReader&) = delete;
+  ~ExternalDataReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void Read(int64_t offset, size_t nbytes, void* out, const std::string& what) {
+    Open();
+    ET_CHECK(offset >= 0 && static_cast<uint64_t>(offset) <= size_ && nbytes <= size_ - static_cast<uint64_t>(offset),
+             ErrorCode::kInvalidModel, what, ": external data at offset ", offset, " (", nbytes,
+             " bytes) lies outside '", path_, "' (", size_, " bytes)");
+    auto* dst = static_cast<uint8_t*>(out);
+    size_t done = 0;
+    while (done < nbytes) {
+      ssize_t n = ::pread(fd_, dst + done, nbytes - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+      if (n < 0 && errno == EINTR) continue;
+      ET_CHECK(n > 0, ErrorCode::kIoError, "cannot read external data file '", path_, "': ",
+               n == 0 ? std::string("unexpected end of file") : SystemError());
+      done += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  void Open() {
+    if (fd_ >= 0) return;
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ET_CHECK(fd_ >= 0, ErrorCode::kIoError, "cannot open external data file '", path_, "': ", SystemError());
+    struct stat info {};
+    ET_CHECK(::fstat(fd_, &info) == 0, ErrorCode::kIoError, "cannot read external data file '", path_, "': ",
+             SystemError());
+    size_ = static_cast<uint64_t>(info.st_size);
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Writes `path` through a temporary file in the same directory that replaces it only on Commit(),
+// so readers never see a half-written file. Without Commit() the temporary file is removed.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path) : path_(std::move(path)) {
+    static std::atomic<uint64_t> counter{0};
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+      fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    ET_CHECK(fd_ >= 0, ErrorCode::kIoError, "cannot write '", path_, "': ", SystemError());
+  }
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  ~AtomicFileWriter() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_path_.c_str());
+  }
+
+  uint64_t position() const { return position_; }
+
+  void Write(const void* data, size_t nbytes) {
+    const auto* src = static_cast<const uint8_t*>(data);
+    size_t done = 0;
+    while (done < nbytes) {
+      ssize_t n = ::write(fd_, src + done, nbytes - done);
+      if (n < 0 && errno == EINTR) continue;
+      ET_CHECK(n > 0, ErrorCode::kIoError, "cannot write '", path_, "': ", SystemError());
+      done += static_cast<size_t>(n);
+    }
+    position_ += nbytes;
+  }
+
+  void Pad(uint64_t alignment) {
+    static constexpr uint8_t kZeros[8] = {};
+    size_t padding = static_cast<size_t>((alignment - position_ % alignment) % alignment);
+    Write(kZeros, padding);
+  }
+
+  // Flushes the data to disk; after this only the rename remains.
+  void Sync() {
+    ET_CHECK(::fsync(fd_) == 0, ErrorCode::kIoError, "cannot write '", path_, "': fsync: ", SystemError());
+    int fd = fd_;
+    fd_ = -1;
+    ET_CHECK(::close(fd) == 0, ErrorCode::kIoError, "cannot write '", path_, "': close: ", SystemError());
+  }
+
+  void Commit() {
+    if (fd_ >= 0) Sync();
+    ET_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, ErrorCode::kIoError, "cannot write '", path_,
+             "': rename: ", SystemError());
+    committed_ = true;
+    SyncDirectory();
+  }
+
+ private:
+  void SyncDirectory() {
+    std::string dir = std::filesystem::path(path_).parent_path().string();
+    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) return;  // the file is in place; durability of the rename is best effort
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+  uint64_t position_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+struct ReadContext {
+  const std::string& source;
+  ExternalDataReader* external;  // null unless the checkpoint keeps its data in `<path>.data`
+};
+
+std::string Printable(const uint8_t* bytes, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    if (bytes[i] >= 0x20 && bytes[i] < 0x7f) {
+      out += static_cast<char>(bytes[i]);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[bytes[i] >> 4];
+      out += kHex[bytes[i] & 15];
+    }
+  }
+  return out;
+}
+
+DataType ReadDataType(odtc::TensorDataType stored, const std::string& what) {
+  auto value = static_cast<int32_t>(stored);
+  ET_CHECK(value != 0, ErrorCode::kInvalidModel, what, " has no element type");
+  std::string name = odtc::EnumNameTensorDataType(stored);
+  if (name.empty()) name = std::to_string(value);
+  ET_CHECK(value != static_cast<int32_t>(odtc::TensorDataType::STRING), ErrorCode::kNotImplemented, what,
+           " is a string tensor; edgetrain checkpoints hold numeric tensors only");
+  ET_CHECK(IsKnownDataType(value), ErrorCode::kNotImplemented, what, " has element type ", name,
+           ", which edgetrain does not support");
+  return static_cast<DataType>(value);
+}
+
+std::string TensorName(const odtc::Tensor& stored, const std::string& where) {
+  ET_CHECK(stored.name() != nullptr && stored.name()->size() > 0, ErrorCode::kInvalidModel, where,
+           " holds a tensor without a name");
+  return stored.name()->str();
+}
+
+Tensor ReadTensor(const odtc::Tensor& stored, const std::string& what, const ReadContext& ctx) {
+  DataType dtype = ReadDataType(stored.data_type(), what);
+  Shape shape;
+  uint64_t numel = 1;
+  if (stored.dims() != nullptr) {
+    for (int64_t d : *stored.dims()) {
+      ET_CHECK(d >= 0, ErrorCode::kInvalidModel, what, " has a negative dimension ", d);
+      ET_CHECK(d == 0 || numel <= std::numeric_limits<uint64_t>::max() / 8 / static_cast<uint64_t>(d),
+               ErrorCode::kInvalidModel, what, " has too many elements");
+      numel *= static_cast<uint64_t>(d);
+      shape.push_back(d);
+    }
+  }
+  uint64_t expected = numel * DataTypeSize(dtype);
+  if (ctx.external != nullptr && stored.raw_data() == nullptr) {
+    Tensor out(dtype, shape, what);
+    ctx.external->Read(stored.external_data_offset(), out.nbytes(), out.raw(), what);
+    return out;
+  }
+  size_t have = stored.raw_data() == nullptr ? 0 : stored.raw_data()->size();
+  ET_CHECK(have == expected, ErrorCode::kInvalidModel, what, ": raw_data holds ", have, " bytes but a ",
+           DataTypeName(dtype), " tensor of shape ", ShapeToString(shape), " needs ", expected);
+  Tensor out(dtype, shape, what);
+  if (have > 0) std::memcpy(out.raw(), stored.raw_data()->data(), have);
+  return out;
+}
+
+using StoredTensors = flatbuffers::Vector<flatbuffers::Offset<odtc::Tensor>>;
+
+void ReadParameters(const StoredTensors* list, const char* kind, const ReadContext& ctx, Checkpoint& out,
+                    std::map<std::string, Tensor>& tensors, std::map<std::string, DataType>& nominal) {
+  if (list == nullptr) return;
+  std::string where = "checkpoint '" + ctx.source + "'";
+  for (const odtc::Tensor* stored : *list) {
+    std::string name = TensorName(*stored, where);
+    std::string what = where + ": " + kind + " parameter '" + name + "'";
+    ET_CHECK(!out.trainable.count(name) && !out.frozen.count(name) && !out.nominal_trainable.count(name) &&
+                 !out.nominal_frozen.count(name),
+             ErrorCode::kInvalidModel, what, " appears more than once");
+    if (out.is_nominal) nominal.emplace(name, ReadDataType(stored->data_type(), what));
+    else tensors.emplace(name, ReadTensor(*stored, what, ctx));
+  }
+}
+
+OptimizerState ReadOptimizerGroup(const odtc::OptimizerGroup& group, const ReadContext& ctx) {
+  OptimizerState state;
+  std::string where = "checkpoint '" + ctx.source + "'";
+  state.group_name = group.group_name() == nullptr ? "" : group.group_name()->str();
+  state.step = group.step();
+  state.initial_learning_rate = group.initial_learning_rate();
+  if (group.optimizer_states() == nullptr) return state;
+  for (const odtc::ParameterOptimizerState* param : *group.optimizer_states()) {
+    ET_CHECK(param->param_name() != nullptr && param->param_name()->size() > 0, ErrorCode::kInvalidModel, where,
+             ": optimizer group '", state.group_name, "' holds a state without a parameter name");
+    std::string name = param->param_name()->str();
+    ET_CHECK(!state.momentums.count(name), ErrorCode::kInvalidModel, where, ": optimizer state of parameter '",
+             name, "' appears more than once");
+    std::vector<Tensor>& momentums = state.momentums[name];
+    if (param->momentums() == nullptr) continue;
+    for (const odtc::Tensor* stored : *param->momentums()) {
+      std::string what = where + ": momentum " + std::to_string(momentums.size()) + " of parameter '" + name + "'";
+      momentums.push_back(ReadTensor(*stored, what, ctx));
+    }
+  }
+  return state;
+}
+
+void ReadProperties(const odtc::PropertyBag& bag, const std::string& source, Checkpoint& out) {
+  auto add = [&](const flatbuffers::String* name, PropertyValue value) {
+    ET_CHECK(name != nullptr && name->size() > 0, ErrorCode::kInvalidModel, "checkpoint '", source,
+             "' holds a property without a name");
+    ET_CHECK(out.properties.emplace(name->str(), std::move(value)).second, ErrorCode::kInvalidModel,
+             "checkpoint '", source, "': property '", name->str(), "' appears more than once");
+  };
+  if (bag.ints() != nullptr)
+    for (const odtc::IntProperty* p : *bag.ints()) add(p->name(), p->value());
+  if (bag.floats() != nullptr)
+    for (const odtc::FloatProperty* p : *bag.floats()) add(p->name(), p->value());
+  if (bag.strings() != nullptr)
+    for (const odtc::StringProperty* p : *bag.strings())
+      add(p->name(), p->value() == nullptr ? std::string() : p->value()->str());
+}
+
+// `external_data_path` is null when loading from memory.
+Checkpoint ParseCheckpoint(const uint8_t* data, size_t size, const std::string& source,
+                           const std::string* external_data_path) {
+  constexpr size_t kHeaderBytes = sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength;
+  ET_CHECK(size >= kHeaderBytes, ErrorCode::kInvalidModel, "checkpoint '", source, "' is truncated (", size,
+           " bytes)");
+  ET_CHECK(odtc::CheckpointBufferHasIdentifier(data), ErrorCode::kInvalidModel, "checkpoint '", source,
+           "' is not an ODTC checkpoint (file identifier '",
+           Printable(data + sizeof(flatbuffers::uoffset_t), flatbuffers::kFileIdentifierLength),
+           "', expected 'ODTC')");
+  ET_CHECK(size < FLATBUFFERS_MAX_BUFFER_SIZE, ErrorCode::kInvalidModel, "checkpoint '", source, "' is ", size,
+           " bytes, larger than a FlatBuffer can be");
+  flatbuffers::Verifier verifier(data, size, kVerifierMaxDepth, kVerifierMaxTables);
+  ET_CHECK(odtc::VerifyCheckpointBuffer(verifier), ErrorCode::kInvalidModel, "checkpoint '", source,
+           "' is corrupt or truncated (FlatBuffers verification failed)");
+
+  const odtc::Checkpoint* root = odtc::GetCheckpoint(data);
+  Checkpoint out;
+  out.version = root->version();
+  ET_CHECK(out.version == 1 || out.version == 2, ErrorCode::kInvalidModel, "checkpoint '", source,
+           "' has format version ", out.version, "; edgetrain reads versions 1 and 2");
+
+  std::optional<ExternalDataReader> external;
+  if (const odtc::ModuleState* module = root->module_state()) {
+    out.is_nominal = out.version >= 2 && module->is_nominal_state();
+    if (module->has_external_data() && !out.is_nominal) {
+      ET_CHECK(external_data_path != nullptr, ErrorCode::kInvalidArgument, "checkpoint '", source,
+               "' keeps its tensor data in an external file; load it from its path");
+      external.emplace(*external_data_path);
+    }
+    ReadContext ctx{source, external ? &*external : nullptr};
+    ReadParameters(module->requires_grad_params(), "trainable", ctx, out, out.trainable, out.nominal_trainable);
+    ReadParameters(module->frozen_params(), "frozen", ctx, out, out.frozen, out.nominal_frozen);
+  }
+  if (const auto* groups = root->optimizer_groups(); groups != nullptr && groups->size() > 0) {
+    ET_CHECK(groups->size() == 1, ErrorCode::kNotImplemented, "checkpoint '", source, "' has ", groups->size(),
+             " optimizer groups; edgetrain supports one");
+    ReadContext ctx{source, external ? &*external : nullptr};
+    out.optimizer = ReadOptimizerGroup(*groups->Get(0), ctx);
+  }
+  if (const odtc::PropertyBag* bag = root->property_bag()) ReadProperties(*bag, source, out);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+// Receives tensor bytes when they go to `<checkpoint>.data`; returns each tensor's offset.
+class ExternalDataSink {
+ public:
+  explicit ExternalDataSink(AtomicFileWriter& file) : file_(file) {}
+  int64_t Append(const Tensor& tensor) {
+    file_.Pad(DataTypeSize(tensor.dtype()) == 8 ? 8 : 4);
+    auto offset = static_cast<int64_t>(file_.position());
+    file_.Write(tensor.raw(), tensor.nbytes());
+    return offset;
+  }
+
+ private:
+  AtomicFileWriter& file_;
+};
+
+using TensorOffset = flatbuffers::Offset<odtc::Tensor>;
+
+TensorOffset WriteTensor(flatbuffers::FlatBufferBuilder& fbb, const std::string& name, const Tensor& tensor,
+                         const std::string& what, ExternalDataSink* external) {
+  ET_CHECK(tensor.defined(), ErrorCode::kInvalidArgument, "cannot save ", what, " '", name,
+           "': the tensor holds no data");
+  auto name_offset = fbb.CreateString(name);
+  auto dims_offset = fbb.CreateVector(tensor.shape());
+  auto dtype = static_cast<odtc::TensorDataType>(tensor.dtype());
+  if (external != nullptr) {
+    int64_t offset = external->Append(tensor);
+    return odtc::CreateTensor(fbb, name_offset, 0, dims_offset, dtype, 0, 0, offset);
+  }
+  auto raw_offset = fbb.CreateVector(static_cast<const uint8_t*>(tensor.raw()), tensor.nbytes());
+  return odtc::CreateTensor(fbb, name_offset, 0, dims_offset, dtype, raw_offset);
+}
+
+std::vector<TensorOffset> WriteParameters(flatbuffers::FlatBufferBuilder& fbb, const Checkpoint& c,
+                                          const std::map<std::string, Tensor>& tensors,
+                                          const std::map<std::string, DataType>& nominal, const char* kind,
+                                          ExternalDataSink* external) {
+  std::vector<TensorOffset> out;
+  if (c.is_nominal) {
+    std::map<std::string, DataType> dtypes = nominal;
+    for (const auto& [name, tensor] : tensors) dtypes.emplace(name, tensor.dtype());
+    for (const auto& [name, dtype] : dtypes) {
+      auto name_offset = fbb.CreateString(name);
+      out.push_back(odtc::CreateTensor(fbb, name_offset, 0, 0, static_cast<odtc::TensorDataType>(dtype)));
+    }
+  } else {
+    for (const auto& [name, tensor] : tensors) out.push_back(WriteTensor(fbb, name, tensor, kind, external));
+  }
+  return out;
+}
+
+flatbuffers::Offset<odtc::OptimizerGroup> WriteOptimizer(flatbuffers::FlatBufferBuilder& fbb,
+                                                         const OptimizerState& state, ExternalDataSink* external) {
+  std::vector<flatbuffers::Offset<odtc::ParameterOptimizerState>> params;
+  for (const auto& [name, momentums] : state.momentums) {
+    std::vector<TensorOffset> tensors;
+    for (size_t i = 0; i < momentums.size(); ++i) {
+      tensors.push_back(WriteTensor(fbb, name, momentums[i], "optimizer momentum " + std::to_string(i) + " of", external));
+    }
+    params.push_back(odtc::CreateParameterOptimizerStateDirect(fbb, name.c_str(), &tensors));
+  }
+  return odtc::CreateOptimizerGroupDirect(fbb, state.group_name.c_str(), state.step, state.initial_learning_rate,
+                                          &params);
+}
+
+flatbuffers::Offset<odtc::PropertyBag> WriteProperties(flatbuffers::FlatBufferBuilder& fbb,
+                                                       const std::map<std::string, PropertyValue>& properties) {
+  std::vector<flatbuffers::Offset<odtc::IntProperty>> ints;
+  std::vector<flatbuffers::Offset<odtc::FloatProperty>> floats;
+  std::vector<flatbuffers::Offset<odtc::StringProperty>> strings;
+  for (const auto& [name, value] : properties) {
+    if (const auto* i = std::get_if<int64_t>(&value)) ints.push_back(odtc::CreateIntPropertyDirect(fbb, name.c_str(), *i));
+    else if (const auto* f = std::get_if<float>(&value)) floats.push_back(odtc::CreateFloatPropertyDirect(fbb, name.c_str(), *f));
+    else strings.push_back(odtc::CreateStringPropertyDirect(fbb, name.c_str(), std::get<std::string>(value).c_str()));
+  }
+  return odtc::CreatePropertyBagDirect(fbb, ints.empty() ? nullptr : &ints, floats.empty() ? nullptr : &floats,
+                                       strings.empty() ? nullptr : &strings);
+}
+
+uint64_t TensorBytes(const Checkpoint& c, bool include_optimizer_state) {
+  uint64_t total = 0;
+  for (const auto& [name, t] : c.trainable) total += t.nbytes();
+  for (const auto& [name, t] : c.frozen) total += t.nbytes();
+  if (include_optimizer_state && c.optimizer) {
+    for (const auto& [name, list] : c.optimizer->momentums)
+      for (const Tensor& t : list) total += t.nbytes();
+  }
+  return total;
+}
+
+// A generous bound on what the flatbuffer holds besides tensor bytes.
+uint64_t MetadataBytes(const Checkpoint& c) {
+  uint64_t total = 4096;
+  auto tensor_bytes = [](const std::string& name, const Tensor& t) { return 128 + name.size() + 8 * t.rank(); };
+  for (const auto& [name, t] : c.trainable) total += tensor_bytes(name, t);
+  for (const auto& [name, t] : c.frozen) total += tensor_bytes(name, t);
+  for (const auto& [name, dtype] : c.nominal_trainable) total += 128 + name.size();
+  for (const auto& [name, dtype] : c.nominal_frozen) total += 128 + name.size();
+  if (c.optimizer) {
+    for (const auto& [name, list] : c.optimizer->momentums) {
+      total += 64 + name.size();
+      for (const Tensor& t : list) total += tensor_bytes(name, t);
+    }
+  }
+  for (const auto& [name, value] : c.properties) {
+    total += 64 + name.size();
+    if (const auto* s = std::get_if<std::string>(&value)) total += s->size();
+  }
+  return total;
+}
+
+void BuildCheckpoint(flatbuffers::FlatBufferBuilder& fbb, const Checkpoint& c, bool include_optimizer_state,
+                     ExternalDataSink* external) {
+  auto trainable = WriteParameters(fbb, c, c.trainable, c.nominal_trainable, "trainable parameter", external);
+  auto frozen = WriteParameters(fbb, c, c.frozen, c.nominal_frozen, "frozen parameter", external);
+  auto module = odtc::CreateModuleStateDirect(fbb, &trainable, &frozen, c.is_nominal,
+                                              external != nullptr && !c.is_nominal);
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<odtc::OptimizerGroup>>> groups;
+  if (include_optimizer_state && c.optimizer) {
+    std::vector<flatbuffers::Offset<odtc::OptimizerGroup>> list{WriteOptimizer(fbb, *c.optimizer, external)};
+    groups = fbb.CreateVector(list);
+  }
+  flatbuffers::Offset<odtc::PropertyBag> properties;
+  if (!c.properties.empty()) properties = WriteProperties(fbb, c.properties);
+  odtc::FinishCheckpointBuffer(fbb, odtc::CreateCheckpoint(fbb, kWrittenVersion, module, groups, properties));
+}
+
+void CheckEmbeddable(const Checkpoint& c, bool include_optimizer_state, const std::string& what) {
+  uint64_t total = (c.is_nominal ? 0 : TensorBytes(c, include_optimizer_state)) + MetadataBytes(c);
+  ET_CHECK(total < FLATBUFFERS_MAX_BUFFER_SIZE, ErrorCode::kInvalidArgument, "cannot save ", what, ": ", total,
+           " bytes do not fit in one FlatBuffer (2 GiB); save it with external data");
+}
+
+}  // namespace
+
+Checkpoint LoadCheckpoint(const std::string& path) {
+  std::vector<uint8_t> bytes = ReadWholeFile(path, "checkpoint");
+  std::string external_path = ExternalDataPath(path);
+  return ParseCheckpoint(bytes.data(), bytes.size(), path, &external_path);
+}
+
+Checkpoint LoadCheckpointFromBuffer(const void* data, size_t size, const std::string& source) {
+  ET_CHECK(data != nullptr || size == 0, ErrorCode::kInvalidArgument, "checkpoint '", source, "': null buffer");
+  if (reinterpret_cast<uintptr_t>(data) % alignof(int64_t) != 0) {
+    std::vector<uint8_t> aligned(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + size);
+    return ParseCheckpoint(aligned.data(), aligned.size(), source, nullptr);
+  }
+  return ParseCheckpoint(static_cast<const uint8_t*>(data), size, source, nullptr);
+}
+
+std::vector<uint8_t> SerializeCheckpoint(const Checkpoint& checkpoint, bool include_optimizer_state) {
+  CheckEmbeddable(checkpoint, include_optimizer_state, "checkpoint");
+  flatbuffers::FlatBufferBuilder fbb(
+      static_cast<size_t>(TensorBytes(checkpoint, include_optimizer_state) + MetadataBytes(checkpoint)));
+  BuildCheckpoint(fbb, checkpoint, include_optimizer_state, nullptr);
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+void SaveCheckpoint(const Checkpoint& checkpoint, const std::string& path, bool include_optimizer_state,
+                    bool external_data) {
+  ET_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "cannot save checkpoint: empty path");
+  uint64_t tensor_bytes = checkpoint.is_nominal ? 0 : TensorBytes(checkpoint, include_optimizer_state);
+  bool use_external = !checkpoint.is_nominal && (external_data || tensor_bytes > kCheckpointExternalDataThreshold);
+  std::string what = "checkpoint '" + path + "'";
+  if (!use_external) CheckEmbeddable(checkpoint, include_optimizer_state, what);
+
+  AtomicFileWriter file(path);
+  std::optional<AtomicFileWriter> data_file;
+  std::optional<ExternalDataSink> sink;
+  if (use_external) {
+    data_file.emplace(ExternalDataPath(path));
+    sink.emplace(*data_file);
+  }
+  flatbuffers::FlatBufferBuilder fbb(
+      static_cast<size_t>((use_external ? 0 : tensor_bytes) + MetadataBytes(checkpoint)));
+  BuildCheckpoint(fbb, checkpoint, include_optimizer_state, sink ? &*sink : nullptr);
+  file.Write(fbb.GetBufferPointer(), fbb.GetSize());
+  file.Sync();
+  if (data_file) data_file->Commit();
+  file.Commit();
+  if (!data_file) ::unlink(ExternalDataPath(path).c_str());  // stale side file of an earlier external save
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,285 @@
+// Reference GEMM for float and double: C = alpha * op(A) * op(B) + beta * C, row-major with leading
+// dimensions, op(X) = X or X^T. Cache-blocked with packed panels of A and B and a register-tiled
+// micro-kernel that the compiler vectorises; on x86-64 an AVX2/FMA compilation of the same code is
+// chosen at run time when the CPU has it. Used by MatMul, Gemm, Einsum, Conv and gradient kernels.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "core/threading.hpp"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
+#define EDGETRAIN_GEMM_AVX2_DISPATCH 1
+#endif
+
+#if defined(__GNUC__)
+#define EDGETRAIN_GEMM_INLINE inline __attribute__((always_inline))
+#else
+#define EDGETRAIN_GEMM_INLINE inline
+#endif
+
+namespace edgetrain {
+namespace gemm_detail {
+
+// Depth of one packed panel and rows of A per packed block (a multiple of every MR below).
+constexpr int64_t kBlockK = 256;
+constexpr int64_t kBlockM = 96;
+constexpr int64_t kBlockN = 2048;
+// Below this many multiply-adds packing costs more than it saves.
+constexpr int64_t kSmallProduct = 16 * 1024;
+
+template <typename T>
+struct Operands {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  T alpha;
+  const T* a;
+  int64_t lda;
+  const T* b;
+  int64_t ldb;
+  T beta;
+  T* c;
+  int64_t ldc;
+
+  T A(int64_t i, int64_t p) const { return trans_a ? a[p * lda + i] : a[i * lda + p]; }
+  T B(int64_t p, int64_t j) const { return trans_b ? b[j * ldb + p] : b[p * ldb + j]; }
+};
+
+// Rows [i0, i0+mc) x depth [p0, p0+kc) of op(A) as strips of MR rows: strip s holds, for each p,
+// MR consecutive values (zero past the last row).
+template <typename T, int MR>
+EDGETRAIN_GEMM_INLINE void PackA(const Operands<T>& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* out) {
+  for (int64_t is = 0; is < mc; is += MR) {
+    const int64_t rows = std::min<int64_t>(MR, mc - is);
+    if (g.trans_a) {
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = g.a + (p0 + p) * g.lda + i0 + is;
+        T* dst = out + p * MR;
+        for (int64_t r = 0; r < rows; ++r) dst[r] = src[r];
+        for (int64_t r = rows; r < MR; ++r) dst[r] = T(0);
+      }
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = g.a + (i0 + is + r) * g.lda + p0;
+        for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = src[p];
+      }
+      for (int64_t r = rows; r < MR; ++r)
+        for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = T(0);
+    }
+    out += kc * MR;
+  }
+}
+
+// Depth [p0, p0+kc) x columns [j0, j0+nc) of op(B) as strips of NR columns: strip s holds, for
+// each p, NR consecutive values (zero past the last column).
+template <typename T, int NR>
+EDGETRAIN_GEMM_INLINE void PackB(const Operands<T>& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
+  for (int64_t js = 0; js < nc; js += NR) {
+    const int64_t cols = std::min<int64_t>(NR, nc - js);
+    if (!g.trans_b) {
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = g.b + (p0 + p) * g.ldb + j0 + js;
+        T* dst = out + p * NR;
+        if (cols == NR) {
+          for (int j = 0; j < NR; ++j) dst[j] = src[j];
+        } else {
+          for (int64_t j = 0; j < cols; ++j) dst[j] = src[j];
+          for (int64_t j = cols; j < NR; ++j) dst[j] = T(0);
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) {
+        const T* src = g.b + (j0 + js + j) * g.ldb + p0;
+        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = src[p];
+      }
+      for (int64_t j = cols; j < NR; ++j)
+        for (int64_t p = 0; p < kc; ++p) out[p * NR + j] = T(0);
+    }
+    out += kc * NR;
+  }
+}
+
+// acc = packed A strip (kc x MR) times packed B strip (kc x NR); then C tile (rows x cols) =
+// alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not leak through).
+template <typename T, int MR, int NR>
+EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
+                                       int64_t ldc, int64_t rows, int64_t cols, T alpha, T beta) {
+  T acc[MR][NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* __restrict bp = b + p * NR;
+    const T* __restrict ap = a + p * MR;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const T av = ap[i];
+#pragma GCC unroll 32
+      for (int j = 0; j < NR; ++j) acc[i][j] += av * bp[j];
+    }
+  }
+  if (rows == MR && cols == NR) {
+    for (int i = 0; i < MR; ++i) {
+      T* __restrict crow = c + i * ldc;
+      if (beta == T(0)) {
+        for (int j = 0; j < NR; ++j) crow[j] = alpha * acc[i][j];
+      } else if (beta == T(1)) {
+        for (int j = 0; j < NR; ++j) crow[j] += alpha * acc[i][j];
+      } else {
+        for (int j = 0; j < NR; ++j) crow[j] = beta * crow[j] + alpha * acc[i][j];
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < rows; ++i) {
+      T* crow = c + i * ldc;
+      for (int64_t j = 0; j < cols; ++j)
+        crow[j] = beta == T(0) ? alpha * acc[i][j] : beta * crow[j] + alpha * acc[i][j];
+    }
+  }
+}
+
+// The blocked algorithm on one thread: loops over N panels, K panels (packing B), M blocks
+// (packing A), then register tiles.
+template <typename T, int MR, int NR>
+EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
+  const int64_t kc_max = std::min(g.k, kBlockK);
+  const int64_t nc_max = std::min((g.n + NR - 1) / NR * NR, kBlockN);
+  const int64_t mc_max = std::min((g.m + MR - 1) / MR * MR, kBlockM);
+  std::vector<T> packed_b(static_cast<size_t>(kc_max * nc_max));
+  std::vector<T> packed_a(static_cast<size_t>(kc_max * mc_max));
+  for (int64_t j0 = 0; j0 < g.n; j0 += kBlockN) {
+    const int64_t nc = std::min(kBlockN, g.n - j0);
+    for (int64_t p0 = 0; p0 < g.k; p0 += kBlockK) {
+      const int64_t kc = std::min(kBlockK, g.k - p0);
+      const T beta = p0 == 0 ? g.beta : T(1);
+      PackB<T, NR>(g, p0, kc, j0, nc, packed_b.data());
+      for (int64_t i0 = 0; i0 < g.m; i0 += kBlockM) {
+        const int64_t mc = std::min(kBlockM, g.m - i0);
+        PackA<T, MR>(g, i0, mc, p0, kc, packed_a.data());
+        for (int64_t js = 0; js < nc; js += NR) {
+          const T* b_strip = packed_b.data() + js * kc;
+          const int64_t cols = std::min<int64_t>(NR, nc - js);
+          for (int64_t is = 0; is < mc; is += MR) {
+            const int64_t rows = std::min<int64_t>(MR, mc - is);
+            MicroKernel<T, MR, NR>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js, g.ldc,
+                                   rows, cols, g.alpha, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Tiles of 4 rows by two SIMD vectors of columns (4x6 measured slower with GCC 12: spills).
+template <typename T>
+void BlockedGeneric(const Operands<T>& g) {
+#if defined(__AVX2__)
+  BlockedImpl<T, 4, static_cast<int>(64 / sizeof(T))>(g);
+#else
+  BlockedImpl<T, 4, static_cast<int>(32 / sizeof(T))>(g);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+template <typename T>
+__attribute__((target("avx2,fma"))) void BlockedAvx2(const Operands<T>& g) {
+  BlockedImpl<T, 4, static_cast<int>(64 / sizeof(T))>(g);
+}
+#endif
+
+// Direct loops for small products and for matrix-vector shapes, where packing does not pay.
+template <typename T>
+void Direct(const Operands<T>& g) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    T* crow = g.c + i * g.ldc;
+    if (g.beta == T(0)) {
+      std::fill(crow, crow + g.n, T(0));
+    } else if (g.beta != T(1)) {
+      for (int64_t j = 0; j < g.n; ++j) crow[j] *= g.beta;
+    }
+    if (!g.trans_b) {
+      for (int64_t p = 0; p < g.k; ++p) {
+        const T aip = g.alpha * g.A(i, p);
+        const T* brow = g.b + p * g.ldb;
+        for (int64_t j = 0; j < g.n; ++j) crow[j] += aip * brow[j];
+      }
+    } else {
+      for (int64_t j = 0; j < g.n; ++j) {
+        const T* bcol = g.b + j * g.ldb;
+        T sum = T(0);
+        if (!g.trans_a) {
+          const T* arow = g.a + i * g.lda;
+          for (int64_t p = 0; p < g.k; ++p) sum += arow[p] * bcol[p];
+        } else {
+          for (int64_t p = 0; p < g.k; ++p) sum += g.a[p * g.lda + i] * bcol[p];
+        }
+        crow[j] += g.alpha * sum;
+      }
+    }
+  }
+}
+
+template <typename T>
+void Serial(const Operands<T>& g) {
+  if (g.m <= 0 || g.n <= 0) return;
+  if (g.k <= 0 || g.alpha == T(0)) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      T* crow = g.c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) crow[j] = g.beta == T(0) ? T(0) : g.beta * crow[j];
+    }
+    return;
+  }
+  if (g.m == 1 || g.m * g.n * g.k <= kSmallProduct) {
+    Direct(g);
+    return;
+  }
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    BlockedAvx2(g);
+    return;
+  }
+#endif
+  BlockedGeneric(g);
+}
+
+}  // namespace gemm_detail
+
+// C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, all row-major; op(A) is A^T when
+// trans_a (then A is stored k x m). lda/ldb/ldc are row pitches in elements. When beta == 0 the
+// old contents of C are ignored. With a pool of several threads, large products split the rows
+// or columns of C between threads; pass nullptr when already inside a ParallelFor.
+template <typename T>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc, ThreadPool* pool = nullptr) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "Gemm supports float and double");
+  gemm_detail::Operands<T> g{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+  const int threads = pool ? pool->num_threads() : 1;
+  constexpr int64_t kMinWorkPerThread = 1 << 18;  // multiply-adds
+  if (threads <= 1 || m <= 0 || n <= 0 || m * n * std::max<int64_t>(k, 1) < 2 * kMinWorkPerThread) {
+    gemm_detail::Serial(g);
+    return;
+  }
+  // Split the longer side of C into units that keep register tiles whole.
+  const bool split_columns = n >= m;
+  const int64_t unit = split_columns ? 32 : 12;
+  const int64_t extent = split_columns ? n : m;
+  const int64_t units = (extent + unit - 1) / unit;
+  const int64_t work_per_unit = std::max<int64_t>(1, (m * n * std::max<int64_t>(k, 1)) / units);
+  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / work_per_unit);
+  pool->ParallelFor(units, grain, [&](int64_t begin, int64_t end) {
+    gemm_detail::Operands<T> part = g;
+    const int64_t lo = begin * unit, hi = std::min(extent, end * unit);
+    if (split_columns) {
+      part.n = hi - lo;
+      part.b = trans_b ? b + lo * ldb : b + lo;
+      part.c = c + lo;
+    } else {
+      part.m = hi - lo;
+      part.a = trans_a ? a + lo : a + lo * lda;
+      part.c = c + lo * ldc;
+    }
+    gemm_detail::Serial(part);
+  });
+}
+
+}  // namespace edgetrain
