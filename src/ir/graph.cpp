@@ -11,6 +11,49 @@ std::string Node::Describe() const {
   return d;
 }
 
+Attribute Attribute::Int(int64_t v) {
+  Attribute a;
+  a.kind = Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute Attribute::Float(float v) {
+  Attribute a;
+  a.kind = Kind::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute Attribute::String(std::string v) {
+  Attribute a;
+  a.kind = Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+Attribute Attribute::Ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Attribute::Floats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Kind::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+Attribute Attribute::TensorValue(Tensor v) {
+  Attribute a;
+  a.kind = Kind::kTensor;
+  a.t = std::move(v);
+  return a;
+}
+Attribute Attribute::Ref(Kind kind, std::string caller_attribute) {
+  Attribute a;
+  a.kind = kind;
+  a.ref = std::move(caller_attribute);
+  return a;
+}
+
 const Attribute* Node::Find(const std::string& key) const {
   auto it = attributes.find(key);
   return it == attributes.end() ? nullptr : &it->second;

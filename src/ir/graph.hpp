@@ -42,6 +42,15 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+  std::string ref;  // inside a function body: takes the value of the caller's attribute `ref`
+
+  static Attribute Int(int64_t v);
+  static Attribute Float(float v);
+  static Attribute String(std::string v);
+  static Attribute Ints(std::vector<int64_t> v);
+  static Attribute Floats(std::vector<float> v);
+  static Attribute TensorValue(Tensor v);
+  static Attribute Ref(Kind kind, std::string caller_attribute);
 };
 
 struct Node {
@@ -86,6 +95,15 @@ struct Model {
   Graph graph;
 
   int64_t OpsetFor(const std::string& domain) const;  // 0 when the domain is not imported
+};
+
+// An operator defined as a body of other operators (an ONNX model-local function).
+struct FunctionDef {
+  std::string domain, name;
+  std::vector<std::string> inputs, outputs;  // formal parameter names
+  std::vector<std::string> attributes;       // attribute names the body may reference
+  std::vector<Node> nodes;
+  int64_t opset = 17;  // default-domain opset of the body
 };
 
 // Node indices in an order where every node runs after the producers of its inputs.

@@ -94,9 +94,11 @@ void RenameSubgraphReads(onnx::GraphProto& g, const std::function<std::string(co
 const onnx::FunctionProto* FindFunctionBody(const onnx::NodeProto& node, int64_t opset, ImportContext& ctx,
                                             onnx::FunctionProto& storage) {
   std::string domain = NormalDomain(node.domain());
+  bool has_kernel = ctx.options->has_kernel && ctx.options->has_kernel(domain, node.op_type(), opset);
+  if (has_kernel) return nullptr;  // a fused kernel beats its function body
   auto local = ctx.local_functions.find(domain + ":" + node.op_type());
   if (local != ctx.local_functions.end()) return local->second;
-  if (!ctx.options->has_kernel || ctx.options->has_kernel(domain, node.op_type(), opset)) return nullptr;
+  if (!ctx.options->has_kernel) return nullptr;
   const auto* schema = FindSchema(node, opset);
   if (!schema) return nullptr;
   if (schema->HasFunction()) return schema->GetFunction();

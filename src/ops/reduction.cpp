@@ -8,6 +8,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -319,6 +320,80 @@ void ReduceKernel(KernelContext& ctx) {
   });
 }
 
+// ai.edgetrain.SumToShape(G, shape): sums G over the axes along which `shape` was broadcast to G's
+// shape (numpy rules), giving a tensor of `shape`. The autodiff walk's dynamic un-broadcast.
+void SumToShapeKernel(KernelContext& ctx) {
+  const Tensor& g = ctx.Input(0);
+  Shape target = ctx.Input(1).ToInt64Vector();
+  const Shape& from = g.shape();
+  ET_CHECK(target.size() <= from.size(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": cannot sum ",
+           ShapeToString(from), " to the larger rank of ", ShapeToString(target));
+  size_t lead = from.size() - target.size();
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (d < lead) {
+      axes.push_back(static_cast<int64_t>(d));
+      continue;
+    }
+    int64_t t = target[d - lead];
+    ET_CHECK(t == from[d] || t == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": shape ",
+             ShapeToString(target), " does not broadcast to ", ShapeToString(from));
+    if (t == 1 && from[d] != 1) axes.push_back(static_cast<int64_t>(d));
+  }
+  ReducePlan plan = PlanReduction(ctx, from, axes, true, true);
+  Tensor& y = ctx.Output(0, target, g.dtype());
+  if (plan.identity) {
+    if (g.nbytes() > 0) std::memcpy(y.raw(), g.raw(), g.nbytes());
+    return;
+  }
+  VisitNumeric(g.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    RunReduction<SumReducer, T>(plan, g.data<T>(), y.data<T>(), ctx.threads());
+  });
+}
+
+// SumToShape in standard ONNX ops: axes = where the right-aligned target is 1 but G is not, plus
+// the leading axes; ReduceSum keeping dims, then Reshape to the target.
+std::shared_ptr<const FunctionDef> SumToShapeFunction() {
+  auto f = std::make_shared<FunctionDef>();
+  f->domain = kEdgetrainDomain;
+  f->name = "SumToShape";
+  f->inputs = {"G", "target"};
+  f->outputs = {"Y"};
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  };
+  auto ints = [](std::vector<int64_t> v) {
+    int64_t n = static_cast<int64_t>(v.size());
+    return Attribute::TensorValue(Tensor::FromVector<int64_t>(v, {n}));
+  };
+  node("Constant", {}, {"one"}, {{"value", ints({1})}});
+  node("Constant", {}, {"minus_one"}, {{"value", ints({-1})}});
+  node("Shape", {"G"}, {"g_shape"});
+  node("Shape", {"g_shape"}, {"g_rank"});
+  node("Shape", {"target"}, {"t_rank"});
+  node("Sub", {"g_rank", "t_rank"}, {"lead"});
+  node("ConstantOfShape", {"lead"}, {"ones"}, {{"value", ints({1})}});
+  node("Concat", {"ones", "target"}, {"padded"}, {{"axis", Attribute::Int(0)}});
+  node("Equal", {"padded", "one"}, {"target_is_one"});
+  node("Equal", {"g_shape", "one"}, {"g_is_one"});
+  node("Not", {"g_is_one"}, {"g_not_one"});
+  node("And", {"target_is_one", "g_not_one"}, {"reduce_mask"});
+  node("NonZero", {"reduce_mask"}, {"axes_2d"});
+  node("Reshape", {"axes_2d", "minus_one"}, {"axes"});
+  node("ReduceSum", {"G", "axes"}, {"reduced"},
+       {{"keepdims", Attribute::Int(1)}, {"noop_with_empty_axes", Attribute::Int(1)}});
+  node("Reshape", {"reduced", "target"}, {"Y"});
+  return f;
+}
+
 // Input viewed as [outer, n, inner] around one axis.
 struct AxisView {
   int64_t outer = 1, n = 1, inner = 1;
@@ -494,6 +569,7 @@ void RegisterReductionOps(OpRegistry& r) {
   RegisterOnnx(r, "ArgMin", ArgExtremeKernel<false>);
   RegisterOnnx(r, "CumSum", CumSumKernel);
   RegisterOnnx(r, "TopK", TopKKernel);
+  RegisterFused(r, "SumToShape", SumToShapeKernel, SumToShapeFunction());
 }
 
 }  // namespace edgetrain

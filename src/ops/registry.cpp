@@ -9,6 +9,16 @@ namespace edgetrain {
 
 void OpRegistry::Register(OpKernelEntry entry) { entries_.push_back(std::move(entry)); }
 
+void OpRegistry::SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule) {
+  bool found = false;
+  for (auto& e : entries_)
+    if (e.domain == domain && e.op_type == op_type) {
+      e.gradient = rule;
+      found = true;
+    }
+  ET_CHECK(found, ErrorCode::kInternal, "gradient rule for unregistered operator ", op_type);
+}
+
 const OpKernelEntry* OpRegistry::Find(const std::string& domain, const std::string& op_type,
                                       int64_t opset) const {
   const std::string& d = domain == "ai.onnx" ? std::string() : domain;
