@@ -79,9 +79,7 @@ class Walk {
     MarkReachesLoss(order);
     ET_CHECK(relevant(request_.loss) || !reaches_loss_.empty(), ErrorCode::kInvalidArgument, "loss '", request_.loss,
              "' is not a value of the graph");
-    AddContribution(request_.loss, Op("ConstantOfShape", {Op("Shape", {request_.loss}, {}, "", "loss")},
-                                      {{"value", Attribute::TensorValue(Tensor::FromVector<float>({1.0f}, {1}))}}, "",
-                                      "loss"));
+    AddContribution(request_.loss, FilledLike(request_.loss, 1.0f, "loss"));
     for (size_t k = order.size(); k-- > 0;) {
       const Node& node = forward_nodes_[order[k]];
       bool any_input = false;
@@ -103,17 +101,24 @@ class Walk {
       current_ = &node;
       entry->gradient(ctx);
     }
+    std::vector<std::string> finals;
+    for (const auto& w : request_.wrt) {
+      std::string g = TakeGradient(w);
+      finals.push_back(g.empty() ? FilledLike(w, 0.0f, "zero") : g);  // zero: does not reach the loss
+    }
     std::vector<std::string> out;
-    for (size_t i = 0; i < request_.wrt.size(); ++i) {
+    for (size_t i = 0; i < finals.size(); ++i) {
       std::string name = i < request_.grad_names.size() ? request_.grad_names[i] : request_.wrt[i] + "_grad";
-      std::string g = TakeGradient(request_.wrt[i]);
-      if (g.empty()) {  // does not reach the loss
-        g = Op("ConstantOfShape", {Op("Shape", {request_.wrt[i]}, {}, "", "zero")},
-               {{"value", Attribute::TensorValue(Tensor::FromVector<float>({0.0f}, {1}))}}, "", "zero");
-      }
-      out.push_back(NameValue(g, name));
+      bool shared = std::count(finals.begin(), finals.end(), finals[i]) > 1;
+      out.push_back(NameValue(finals[i], name, shared));
     }
     return out;
+  }
+
+  // A tensor shaped like `like`, of its element type, filled with `value`.
+  std::string FilledLike(const std::string& like, float value, const std::string& scope) {
+    std::string scalar = Op("CastLike", {Constant(Tensor::Scalar<float>(value)), like}, {}, "", scope);
+    return Op("Expand", {scalar, Op("Shape", {like}, {}, "", scope)}, {}, "", scope);
   }
 
   bool relevant(const std::string& v) const { return requires_grad_.count(v) && reaches_loss_.count(v); }
@@ -224,9 +229,9 @@ class Walk {
   }
 
   // Gives gradient value `g` the final name `name`, renaming our own node's output when possible.
-  std::string NameValue(const std::string& g, const std::string& name) {
+  std::string NameValue(const std::string& g, const std::string& name, bool shared) {
     auto it = emitted_producer_.find(g);
-    if (it != emitted_producer_.end()) {
+    if (it != emitted_producer_.end() && !shared) {
       Node& producer = graph_.nodes[it->second];
       bool used_elsewhere = false;
       for (const auto& n : graph_.nodes)

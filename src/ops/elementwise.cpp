@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/elementwise_util.hpp"
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -435,6 +436,38 @@ void RegisterFloatUnary(OpRegistry& r, const std::string& op, Fn fn) {
   RegisterOnnx(r, op, [fn](KernelContext& ctx) { FloatUnary(ctx, fn); });
 }
 
+// ---- gradient rules ----
+
+void AddGradient(GradientContext& g) {
+  g.SetGrad(0, g.dY(0), /*maybe_broadcast=*/true);
+  g.SetGrad(1, g.dY(0), true);
+}
+
+void SubGradient(GradientContext& g) {
+  g.SetGrad(0, g.dY(0), true);
+  if (g.NeedsGrad(1)) g.SetGrad(1, g.Op("Neg", {g.dY(0)}), true);
+}
+
+void MulGradient(GradientContext& g) {
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Mul", {g.dY(0), g.X(1)}), true);
+  if (g.NeedsGrad(1)) g.SetGrad(1, g.Op("Mul", {g.dY(0), g.X(0)}), true);
+}
+
+// y = a / b: da = dy / b, db = -dy * y / b.
+void DivGradient(GradientContext& g) {
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Div", {g.dY(0), g.X(1)}), true);
+  if (g.NeedsGrad(1)) {
+    std::string dy_y = g.Op("Mul", {g.dY(0), g.Y(0)});
+    g.SetGrad(1, g.Op("Neg", {g.Op("Div", {dy_y, g.X(1)})}), true);
+  }
+}
+
+void NegGradient(GradientContext& g) { g.SetGrad(0, g.Op("Neg", {g.dY(0)})); }
+
+void SumGradient(GradientContext& g) {
+  for (size_t i = 0; i < g.NumInputs(); ++i) g.SetGrad(i, g.dY(0), true);
+}
+
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
@@ -490,6 +523,11 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterOnnx(r, "Div", [](KernelContext& ctx) {
     NumericBinary(ctx, [](auto x, auto y) { return DivValue(x, y); }, /*is_division=*/true);
   });
+  r.SetGradient("Add", AddGradient);
+  r.SetGradient("Sub", SubGradient);
+  r.SetGradient("Mul", MulGradient);
+  r.SetGradient("Div", DivGradient);
+  r.SetGradient("Neg", NegGradient);
   RegisterOnnx(r, "Pow", PowKernel);
   RegisterOnnx(r, "Mod", ModKernel);
   RegisterOnnx(r, "BitShift", BitShiftKernel);
@@ -508,6 +546,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterOnnx(r, "Max", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MaxValue(x, y); }); });
   RegisterOnnx(r, "Min", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MinValue(x, y); }); });
   RegisterOnnx(r, "Sum", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
+  r.SetGradient("Sum", SumGradient);
   RegisterOnnx(r, "Mean", [](KernelContext& ctx) {
     Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }, /*mean=*/true);
   });

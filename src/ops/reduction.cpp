@@ -394,6 +394,22 @@ std::shared_ptr<const FunctionDef> SumToShapeFunction() {
   return f;
 }
 
+// ReduceSum: dX = dY (with the reduced axes restored when keepdims=0) expanded to X's shape.
+void ReduceSumGradient(GradientContext& g) {
+  std::string dy = g.dY(0);
+  bool keepdims = g.node().GetInt("keepdims", 1) != 0;
+  bool has_axes = !g.X(1).empty() || g.node().HasAttr("axes");
+  if (!has_axes && g.node().GetInt("noop_with_empty_axes", 0) != 0) {
+    g.SetGrad(0, dy);
+    return;
+  }
+  if (!keepdims && has_axes) {
+    std::string axes = !g.X(1).empty() ? g.X(1) : g.Ints(g.node().GetInts("axes"));
+    dy = g.Op("Unsqueeze", {dy, axes});
+  }
+  g.SetGrad(0, g.Op("Expand", {dy, g.ShapeOf(g.X(0))}));
+}
+
 // Input viewed as [outer, n, inner] around one axis.
 struct AxisView {
   int64_t outer = 1, n = 1, inner = 1;
@@ -556,6 +572,7 @@ void TopKKernel(KernelContext& ctx) {
 
 void RegisterReductionOps(OpRegistry& r) {
   RegisterOnnx(r, "ReduceSum", ReduceKernel<SumReducer>);
+  r.SetGradient("ReduceSum", ReduceSumGradient);
   RegisterOnnx(r, "ReduceMean", ReduceKernel<MeanReducer>);
   RegisterOnnx(r, "ReduceMax", ReduceKernel<MaxReducer>);
   RegisterOnnx(r, "ReduceMin", ReduceKernel<MinReducer>);

@@ -1,0 +1,153 @@
+#include "gradient_check.hpp"
+
+#include <cmath>
+#include <random>
+
+#include "autodiff/autodiff.hpp"
+#include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
+#include "runtime/session.hpp"
+
+namespace edgetrain::testing {
+
+namespace {
+
+std::string InputName(size_t i) { return std::string("x").append(std::to_string(i)); }
+
+// The one-node forward model; its constant inputs are initializers.
+Model ForwardModel(const GradCase& row) {
+  Model m;
+  m.source = row.name;
+  m.opsets[""] = 17;
+  if (!row.domain.empty()) m.opsets[row.domain] = 1;
+  Node node;
+  node.name = "op";
+  node.op_type = row.op;
+  node.domain = row.domain;
+  node.attributes = row.attributes;
+  for (size_t i = 0; i < row.inputs.size(); ++i) {
+    const GradInput& in = row.inputs[i];
+    if (in.omitted) {
+      node.inputs.push_back("");
+      continue;
+    }
+    node.inputs.push_back(InputName(i));
+    if (in.constant.defined()) {
+      m.graph.initializers[InputName(i)] = in.constant;
+    } else {
+      ValueInfo v;
+      v.name = InputName(i);
+      v.dtype = DataType::kFloat64;
+      v.has_shape = true;
+      for (int64_t d : in.shape) v.shape.push_back(Dim{d, ""});
+      m.graph.inputs.push_back(v);
+    }
+  }
+  for (int k = 0; k < row.num_outputs; ++k) {
+    node.outputs.push_back(std::string("y").append(std::to_string(k)));
+    ValueInfo v;
+    v.name = node.outputs.back();
+    m.graph.outputs.push_back(v);
+  }
+  m.graph.nodes.push_back(node);
+  return m;
+}
+
+Model Reimport(const Model& m) {  // through ONNX shape inference, as artifact generation does
+  std::string bytes = SerializeModel(m);
+  ImportOptions options;
+  options.has_kernel = [](const std::string&, const std::string&, int64_t) { return true; };
+  return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
+}
+
+}  // namespace
+
+void CheckGradient(const GradCase& row) {
+  std::mt19937_64 rng(std::hash<std::string>{}(row.name));
+  std::map<std::string, Tensor> feeds;
+  std::vector<size_t> wrt;
+  for (size_t i = 0; i < row.inputs.size(); ++i) {
+    const GradInput& in = row.inputs[i];
+    if (in.omitted || in.constant.defined()) continue;
+    std::uniform_real_distribution<double> dist(in.low, in.high);
+    std::vector<double> values(static_cast<size_t>(NumElements(in.shape)));
+    for (double& v : values) v = dist(rng);
+    if (row.transform) row.transform(i, values);
+    feeds[InputName(i)] = Tensor::FromVector<double>(values, in.shape);
+    if (in.differentiable) wrt.push_back(i);
+  }
+
+  // Output shapes from one forward run, then fixed random weights for the loss.
+  Model forward = ForwardModel(row);
+  std::vector<Tensor> outputs = Session(forward).Run(feeds);
+  Model with_loss = forward;
+  Graph& g = with_loss.graph;
+  std::vector<std::string> terms;
+  for (int k = 0; k < row.num_outputs; ++k) {
+    if (outputs[k].dtype() != DataType::kFloat64) continue;  // indices, masks
+    std::string y = g.outputs[k].name, w = "w" + y;
+    std::uniform_real_distribution<double> dist(0.5, 1.5);
+    std::vector<double> weights(static_cast<size_t>(outputs[k].numel()));
+    for (double& v : weights) v = dist(rng);
+    g.initializers[w] = Tensor::FromVector<double>(weights, outputs[k].shape());
+    Node mul{"loss_mul" + y, "Mul", "", {y, w}, {"weighted" + y}, {}, 0};
+    Node sum{"loss_sum" + y, "ReduceSum", "", {"weighted" + y}, {"term" + y}, {{"keepdims", Attribute::Int(0)}}, 0};
+    g.nodes.push_back(mul);
+    g.nodes.push_back(sum);
+    terms.push_back("term" + y);
+  }
+  ASSERT_FALSE(terms.empty()) << row.name << ": no float output to differentiate";
+  g.nodes.push_back(Node{"loss", "Sum", "", terms, {"loss"}, {}, 0});
+  ValueInfo loss_info;
+  loss_info.name = "loss";
+  g.outputs = {loss_info};
+  with_loss = Reimport(with_loss);
+
+  Model training = with_loss;
+  GradientRequest request;
+  request.loss = "loss";
+  request.opsets = training.opsets;
+  for (size_t i : wrt) request.wrt.push_back(InputName(i));
+  std::vector<std::string> grads = AppendGradients(training.graph, request);
+  for (const auto& name : grads) {
+    ValueInfo v;
+    v.name = name;
+    training.graph.outputs.push_back(v);
+  }
+  training = Reimport(training);  // the training graph must survive a round trip through ONNX
+  Session train_session(training);
+  std::vector<Tensor> results = train_session.Run(feeds);
+  Session loss_session(with_loss);
+
+  const double eps = 1e-6;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    std::string name = InputName(wrt[k]);
+    const Tensor& analytic = results[1 + k];
+    ASSERT_EQ(analytic.shape(), feeds[name].shape()) << row.name << ": gradient of " << name << " has the wrong shape";
+    std::vector<double> a = analytic.ToDoubleVector();
+    double worst = 0;
+    int64_t worst_index = -1;
+    double worst_numeric = 0;
+    for (int64_t e = 0; e < feeds[name].numel(); ++e) {
+      std::map<std::string, Tensor> plus = feeds, minus = feeds;
+      plus[name] = feeds[name].Clone();
+      minus[name] = feeds[name].Clone();
+      plus[name].data<double>()[e] += eps;
+      minus[name].data<double>()[e] -= eps;
+      double lp = loss_session.Run(plus)[0].ToDoubleVector()[0];
+      double lm = loss_session.Run(minus)[0].ToDoubleVector()[0];
+      double numeric = (lp - lm) / (2 * eps);
+      double error = std::fabs(a[e] - numeric) / std::max(1.0, std::fabs(numeric));
+      if (error > worst) {
+        worst = error;
+        worst_index = e;
+        worst_numeric = numeric;
+      }
+    }
+    EXPECT_LE(worst, row.tolerance) << row.name << ": d loss / d " << name << " element " << worst_index
+                                    << " is " << (worst_index >= 0 ? a[worst_index] : 0) << ", finite differences give "
+                                    << worst_numeric;
+  }
+}
+
+}  // namespace edgetrain::testing

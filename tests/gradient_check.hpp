@@ -1,0 +1,69 @@
+// Table-driven gradient check: one row per operator configuration. For each row the harness builds
+// a one-node float64 model, appends a loss sum(y_k * w_k) with fixed random weights, lets autodiff
+// append the backward graph, and compares every input gradient with float64 central differences.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "ir/graph.hpp"
+
+namespace edgetrain::testing {
+
+struct GradInput {
+  Shape shape;
+  bool differentiable = true;  // float64 input that gets a gradient
+  double low = -1.0, high = 1.0;  // uniform range of the random values (keep away from kinks)
+  Tensor constant;             // when defined: a fixed (non-differentiable) value, e.g. axes or indices
+  bool omitted = false;        // an optional input left out ("")
+};
+
+struct GradCase {
+  std::string name;  // row label (unique)
+  std::string op;
+  std::vector<GradInput> inputs;
+  std::map<std::string, Attribute> attributes = {};
+  int num_outputs = 1;
+  std::string domain = "";
+  double tolerance = 1e-5;
+  // Optional transform of the random input values (e.g. keep |x| away from 0 for Abs).
+  std::function<void(size_t input, std::vector<double>& values)> transform = nullptr;
+};
+
+inline void PrintTo(const GradCase& row, std::ostream* os) { *os << row.name; }
+
+inline GradInput In(Shape shape, double low = -1.0, double high = 1.0) {
+  GradInput in;
+  in.shape = std::move(shape);
+  in.low = low;
+  in.high = high;
+  return in;
+}
+inline GradInput Const(Tensor value) {
+  GradInput in;
+  in.differentiable = false;
+  in.constant = std::move(value);
+  return in;
+}
+inline GradInput Ints(std::vector<int64_t> values) {
+  return Const(Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())}));
+}
+inline GradInput Omitted() {
+  GradInput in;
+  in.omitted = true;
+  in.differentiable = false;
+  return in;
+}
+
+// Runs the check; reports failures through gtest with the worst element.
+void CheckGradient(const GradCase& row);
+
+// The rows, one function per operator family (tests/gradient_rows_*.cpp).
+std::vector<GradCase> ElementwiseGradCases();
+
+}  // namespace edgetrain::testing
