@@ -6,6 +6,7 @@
 #include "autodiff/autodiff.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "ops/kernel.hpp"
 #include "runtime/session.hpp"
 
 namespace edgetrain::testing {
@@ -53,10 +54,14 @@ Model ForwardModel(const GradCase& row) {
   return m;
 }
 
-Model Reimport(const Model& m) {  // through ONNX shape inference, as artifact generation does
+// Through ONNX serialization and shape inference, as artifact generation does. With
+// `inline_fused`, ai.edgetrain operators are replaced by their standard-ONNX function bodies.
+Model Reimport(const Model& m, bool inline_fused = false) {
   std::string bytes = SerializeModel(m);
   ImportOptions options;
-  options.has_kernel = [](const std::string&, const std::string&, int64_t) { return true; };
+  options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
+    return !(inline_fused && domain == kEdgetrainDomain);
+  };
   return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
 }
 
@@ -114,9 +119,19 @@ void CheckGradient(const GradCase& row) {
     v.name = name;
     training.graph.outputs.push_back(v);
   }
+  Model portable = Reimport(training, /*inline_fused=*/true);
   training = Reimport(training);  // the training graph must survive a round trip through ONNX
   Session train_session(training);
   std::vector<Tensor> results = train_session.Run(feeds);
+  // Fused kernels and their function bodies in standard ops must agree.
+  std::vector<Tensor> portable_results = Session(portable).Run(feeds);
+  for (size_t k = 0; k < results.size(); ++k) {
+    std::vector<double> a = results[k].ToDoubleVector(), b = portable_results[k].ToDoubleVector();
+    ASSERT_EQ(a.size(), b.size()) << row.name << ": output " << k << " differs in size with fused ops inlined";
+    for (size_t e = 0; e < a.size(); ++e)
+      ASSERT_NEAR(a[e], b[e], 1e-9 * std::max(1.0, std::fabs(a[e])))
+          << row.name << ": output " << k << " element " << e << " differs with fused ops inlined";
+  }
   Session loss_session(with_loss);
 
   const double eps = 1e-6;

@@ -65,5 +65,10 @@ void CheckGradient(const GradCase& row);
 
 // The rows, one function per operator family (tests/gradient_rows_*.cpp).
 std::vector<GradCase> ElementwiseGradCases();
+std::vector<GradCase> ActivationGradCases();
+std::vector<GradCase> ReductionGradCases();
+std::vector<GradCase> ShapeGradCases();
+std::vector<GradCase> MatMulConvGradCases();
+std::vector<GradCase> NormalizationGradCases();
 
 }  // namespace edgetrain::testing
