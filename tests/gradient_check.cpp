@@ -70,7 +70,7 @@ Model Reimport(const Model& m, bool inline_fused = false) {
 void CheckGradient(const GradCase& row) {
   std::mt19937_64 rng(std::hash<std::string>{}(row.name));
   std::map<std::string, Tensor> feeds;
-  std::vector<size_t> wrt;
+  std::vector<std::string> wrt;
   for (size_t i = 0; i < row.inputs.size(); ++i) {
     const GradInput& in = row.inputs[i];
     if (in.omitted || in.constant.defined()) continue;
@@ -79,16 +79,22 @@ void CheckGradient(const GradCase& row) {
     for (double& v : values) v = dist(rng);
     if (row.transform) row.transform(i, values);
     feeds[InputName(i)] = Tensor::FromVector<double>(values, in.shape);
-    if (in.differentiable) wrt.push_back(i);
+    if (in.differentiable) wrt.push_back(InputName(i));
   }
+  CheckGraphGradient(ForwardModel(row), std::move(feeds), std::move(wrt), row.tolerance);
+}
+
+void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std::vector<std::string> wrt,
+                        double tolerance) {
+  const std::string& label = forward.source;
+  std::mt19937_64 rng(std::hash<std::string>{}(label + "/loss weights"));
 
   // Output shapes from one forward run, then fixed random weights for the loss.
-  Model forward = ForwardModel(row);
   std::vector<Tensor> outputs = Session(forward).Run(feeds);
   Model with_loss = forward;
   Graph& g = with_loss.graph;
   std::vector<std::string> terms;
-  for (int k = 0; k < row.num_outputs; ++k) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
     if (outputs[k].dtype() != DataType::kFloat64) continue;  // indices, masks
     std::string y = g.outputs[k].name, w = "w" + y;
     std::uniform_real_distribution<double> dist(0.5, 1.5);
@@ -101,7 +107,7 @@ void CheckGradient(const GradCase& row) {
     g.nodes.push_back(sum);
     terms.push_back("term" + y);
   }
-  ASSERT_FALSE(terms.empty()) << row.name << ": no float output to differentiate";
+  ASSERT_FALSE(terms.empty()) << label << ": no float output to differentiate";
   g.nodes.push_back(Node{"loss", "Sum", "", terms, {"loss"}, {}, 0});
   ValueInfo loss_info;
   loss_info.name = "loss";
@@ -112,7 +118,7 @@ void CheckGradient(const GradCase& row) {
   GradientRequest request;
   request.loss = "loss";
   request.opsets = training.opsets;
-  for (size_t i : wrt) request.wrt.push_back(InputName(i));
+  request.wrt = wrt;
   std::vector<std::string> grads = AppendGradients(training.graph, request);
   for (const auto& name : grads) {
     ValueInfo v;
@@ -127,18 +133,18 @@ void CheckGradient(const GradCase& row) {
   std::vector<Tensor> portable_results = Session(portable).Run(feeds);
   for (size_t k = 0; k < results.size(); ++k) {
     std::vector<double> a = results[k].ToDoubleVector(), b = portable_results[k].ToDoubleVector();
-    ASSERT_EQ(a.size(), b.size()) << row.name << ": output " << k << " differs in size with fused ops inlined";
+    ASSERT_EQ(a.size(), b.size()) << label << ": output " << k << " differs in size with fused ops inlined";
     for (size_t e = 0; e < a.size(); ++e)
       ASSERT_NEAR(a[e], b[e], 1e-9 * std::max(1.0, std::fabs(a[e])))
-          << row.name << ": output " << k << " element " << e << " differs with fused ops inlined";
+          << label << ": output " << k << " element " << e << " differs with fused ops inlined";
   }
   Session loss_session(with_loss);
 
   const double eps = 1e-6;
   for (size_t k = 0; k < wrt.size(); ++k) {
-    std::string name = InputName(wrt[k]);
+    const std::string& name = wrt[k];
     const Tensor& analytic = results[1 + k];
-    ASSERT_EQ(analytic.shape(), feeds[name].shape()) << row.name << ": gradient of " << name << " has the wrong shape";
+    ASSERT_EQ(analytic.shape(), feeds[name].shape()) << label << ": gradient of " << name << " has the wrong shape";
     std::vector<double> a = analytic.ToDoubleVector();
     double worst = 0;
     int64_t worst_index = -1;
@@ -159,9 +165,9 @@ void CheckGradient(const GradCase& row) {
         worst_numeric = numeric;
       }
     }
-    EXPECT_LE(worst, row.tolerance) << row.name << ": d loss / d " << name << " element " << worst_index
-                                    << " is " << (worst_index >= 0 ? a[worst_index] : 0) << ", finite differences give "
-                                    << worst_numeric;
+    EXPECT_LE(worst, tolerance) << label << ": d loss / d " << name << " element " << worst_index << " is "
+                                << (worst_index >= 0 ? a[worst_index] : 0) << ", finite differences give "
+                                << worst_numeric;
   }
 }
 

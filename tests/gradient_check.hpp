@@ -62,6 +62,11 @@ inline GradInput Omitted() {
 
 // Runs the check; reports failures through gtest with the worst element.
 void CheckGradient(const GradCase& row);
+// The same check for a hand-built float64 model (several nodes): the loss weights every float
+// output, and the gradients of the `wrt` inputs (named in `feeds`) are compared with finite
+// differences. forward.source labels failures.
+void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std::vector<std::string> wrt,
+                        double tolerance);
 
 // The rows, one function per operator family (tests/gradient_rows_*.cpp).
 std::vector<GradCase> ElementwiseGradCases();

@@ -1,6 +1,7 @@
 // Importer and session: loading, validation of feeds, memory planning, and the errors a user can cause.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -16,8 +17,10 @@ namespace {
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 
+// Each test writes under its own name: ctest runs tests in parallel processes.
 std::string WriteFile(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + "/" + name;
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = ::testing::TempDir() + "/" + test->test_suite_name() + "." + test->name() + "." + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
@@ -102,7 +105,8 @@ TEST(Importer, ExternalData) {
   AddNode(g, "Identity", {"w"}, {"y"});
   AddValue(g->mutable_output(), "y", kFloat, {"2"});
   float values[3] = {0, 1.5f, -2};
-  WriteFile("weights.bin", std::string(reinterpret_cast<char*>(values), sizeof(values)));
+  std::string weights = WriteFile("weights.bin", std::string(reinterpret_cast<char*>(values), sizeof(values)));
+  loc->set_value(std::filesystem::path(weights).filename().string());
   std::string path = WriteFile("external.onnx", Serialize(m));
   Session s = Session::FromFile(path);
   EXPECT_EQ(s.Run({})[0].ToVector<float>(), (std::vector<float>{1.5f, -2}));
@@ -247,4 +251,29 @@ TEST(Session, FetchMustBeAnOutput) {
   Tensor x = Tensor::Zeros(DataType::kFloat32, {1, 3});
   EXPECT_EQ(s.Run({{"x", x}}, {"y"}).size(), 1u);
   EXPECT_ERROR(s.Run({{"x", x}}, {"t0"}), ErrorCode::kInvalidArgument, "'t0' is not an output");
+}
+
+// ONNX 1.12's shape inference crashes on this form; the importer must not.
+TEST(Importer, TrainingModeBatchNormWithOneOutputLoads) {
+  onnx::ModelProto m = NewModel();
+  auto* g = m.mutable_graph();
+  AddValue(g->mutable_input(), "x", kFloat, {"2", "3", "4"});
+  for (const char* name : {"scale", "bias", "mean", "var"}) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kFloat);
+    t->add_dims(3);
+    for (int i = 0; i < 3; ++i) t->add_float_data(1.0f);
+  }
+  auto* bn = AddNode(g, "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn");
+  auto* mode = bn->add_attribute();
+  mode->set_name("training_mode");
+  mode->set_type(onnx::AttributeProto::INT);
+  mode->set_i(1);
+  AddValue(g->mutable_output(), "y", kFloat, {"2", "3", "4"});
+  Session s = SessionFrom(m, "bn_one_output.onnx");
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 4);
+  std::vector<float> y = s.Run({{"x", Tensor::FromVector<float>(x, {2, 3, 4})}})[0].ToVector<float>();
+  EXPECT_NEAR(y[0], 1.0f - 1.5f / std::sqrt(1.25f + 1e-5f), 1e-5);  // batch mean 1.5, biased variance 1.25
 }

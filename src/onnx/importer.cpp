@@ -2,6 +2,7 @@
 
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <fstream>
 #include <unordered_map>
@@ -222,6 +223,35 @@ void CollectInferredTypes(const onnx::GraphProto& g, ImportContext& ctx) {
     for (const auto& v : *list) ctx.inferred_types[v.name()] = v.type();
 }
 
+// Pre-14 training-mode BatchNormalization may list saved mean/variance outputs that nothing reads;
+// ONNX's version converter refuses them, so they are dropped first.
+void DropUnusedBatchNormOutputs(onnx::GraphProto& g) {
+  std::unordered_set<std::string> used;
+  for (const auto& n : g.node())
+    for (const auto& i : n.input()) used.insert(i);
+  for (const auto& o : g.output()) used.insert(o.name());
+  for (auto& n : *g.mutable_node()) {
+    if (n.op_type() != "BatchNormalization" || n.output_size() <= 3) continue;
+    bool unused = true;
+    for (int k = 3; k < n.output_size(); ++k) unused &= !used.count(n.output(k));
+    if (unused)
+      while (n.output_size() > 3) n.mutable_output()->RemoveLast();
+  }
+}
+
+// ONNX 1.12's shape inference crashes on model-local functions and on a training-mode
+// BatchNormalization that lists only its first output; it runs on a copy without those traits.
+onnx::ModelProto ShapeInferenceSafeCopy(const onnx::ModelProto& proto) {
+  onnx::ModelProto copy = proto;
+  copy.clear_functions();
+  int unique = 0;
+  for (auto& n : *copy.mutable_graph()->mutable_node()) {
+    if (n.op_type() != "BatchNormalization" || !NormalDomain(n.domain()).empty()) continue;
+    while (n.output_size() < 3) n.add_output("_edgetrain_bn_stat" + std::to_string(unique++));
+  }
+  return copy;
+}
+
 Model ImportProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
                   const ImportOptions& options) {
   ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
@@ -233,13 +263,24 @@ Model ImportProto(onnx::ModelProto& proto, const std::string& source, const std:
   model.producer = proto.producer_name();
   for (const auto& imp : proto.opset_import()) ctx.opsets[NormalDomain(imp.domain())] = imp.version();
   if (!ctx.opsets.count("")) ctx.opsets[""] = 1;
+  if (options.upgrade_to_opset > ctx.opsets[""]) {
+    DropUnusedBatchNormOutputs(*proto.mutable_graph());
+    try {
+      proto = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(options.upgrade_to_opset));
+    } catch (const std::exception& e) {
+      Fail(ErrorCode::kNotImplemented, source, ": cannot convert the model from opset ", ctx.opsets[""], " to ",
+           options.upgrade_to_opset, ": ", e.what());
+    }
+    ctx.opsets.clear();
+    for (const auto& imp : proto.opset_import()) ctx.opsets[NormalDomain(imp.domain())] = imp.version();
+  }
   model.opsets = ctx.opsets;
   for (const auto& f : proto.functions()) ctx.local_functions[NormalDomain(f.domain()) + ":" + f.name()] = &f;
 
   if (options.infer_shapes) {
-    onnx::ModelProto inferred = proto;
+    onnx::ModelProto inferred = ShapeInferenceSafeCopy(proto);
     try {
-      onnx::ShapeInferenceOptions opts{false, 0, false};
+      onnx::ShapeInferenceOptions opts{false, 0, false};  // data propagation crashes in ONNX 1.12
       onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(), opts);
       proto.mutable_graph()->mutable_value_info()->CopyFrom(inferred.graph().value_info());
     } catch (const std::exception&) {

@@ -15,6 +15,8 @@ struct ImportOptions {
   // defines a function body are expanded into that body. Null: expand nothing.
   std::function<bool(const std::string&, const std::string&, int64_t)> has_kernel;
   bool infer_shapes = true;
+  // > 0: models importing an older default-domain opset are converted to this one first.
+  int64_t upgrade_to_opset = 0;
 };
 
 Model LoadModel(const std::string& path, const ImportOptions& options = {});

@@ -1,9 +1,12 @@
-// Activation functions: Relu and its relatives, sigmoid-like curves, Shrink and PRelu.
+// Activation functions: Relu and its relatives, sigmoid-like curves, Shrink and PRelu; their
+// gradient rules and the fused backward ops ReluGrad, SigmoidGrad and TanhGrad.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
 #include "ops/elementwise_util.hpp"
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -87,6 +90,177 @@ void PReluKernel(KernelContext& ctx) {
   });
 }
 
+// ---- fused backward ops: dX = fn(dY, Y) ----
+
+template <typename Fn>
+void FusedBackward(KernelContext& ctx, Fn fn) {
+  Tensor dy = ctx.Input(0), y = ctx.Input(1);
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": dY is ", DataTypeName(dy.dtype()),
+           " but Y is ", DataTypeName(y.dtype()));
+  const Shape shape = elementwise::BroadcastAll(ctx.node(), {&dy.shape(), &y.shape()});
+  Tensor& dx = ctx.Output(0, shape, dy.dtype());
+  VisitFloatMath(dy.dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    BroadcastBinary<T, T, T>(ctx.threads(), dy, y, dx, fn);
+  });
+}
+
+// A FunctionDef (dY, Y) -> dX whose body starts with `zero` and `one` of Y's type.
+class BackwardFunction {
+ public:
+  explicit BackwardFunction(const std::string& name) : f_(std::make_shared<FunctionDef>()) {
+    f_->domain = kEdgetrainDomain;
+    f_->name = name;
+    f_->inputs = {"dY", "Y"};
+    f_->outputs = {"dX"};
+    Add("Constant", {}, "zero_f32", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(0))}});
+    Add("CastLike", {"zero_f32", "Y"}, "zero");
+    Add("Constant", {}, "one_f32", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(1))}});
+    Add("CastLike", {"one_f32", "Y"}, "one");
+  }
+  BackwardFunction& Add(const std::string& op, std::vector<std::string> inputs, const std::string& output,
+                        std::map<std::string, Attribute> attributes = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f_->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    n.attributes = std::move(attributes);
+    f_->nodes.push_back(std::move(n));
+    return *this;
+  }
+  std::shared_ptr<const FunctionDef> Done() { return f_; }
+
+ private:
+  std::shared_ptr<FunctionDef> f_;
+};
+
+// ReluGrad: dX = Y > 0 ? dY : 0
+void ReluGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return y > decltype(y){0} ? dy : decltype(y){0}; });
+}
+std::shared_ptr<const FunctionDef> ReluGradFunction() {
+  return BackwardFunction("ReluGrad")
+      .Add("Greater", {"Y", "zero"}, "positive")
+      .Add("Where", {"positive", "dY", "zero"}, "dX")
+      .Done();
+}
+
+// SigmoidGrad: dX = dY * Y * (1 - Y)
+void SigmoidGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return dy * y * (decltype(y){1} - y); });
+}
+std::shared_ptr<const FunctionDef> SigmoidGradFunction() {
+  return BackwardFunction("SigmoidGrad")
+      .Add("Mul", {"dY", "Y"}, "dy_y")
+      .Add("Sub", {"one", "Y"}, "one_minus_y")
+      .Add("Mul", {"dy_y", "one_minus_y"}, "dX")
+      .Done();
+}
+
+// TanhGrad: dX = dY * (1 - Y^2)
+void TanhGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return dy * (decltype(y){1} - y * y); });
+}
+std::shared_ptr<const FunctionDef> TanhGradFunction() {
+  return BackwardFunction("TanhGrad")
+      .Add("Mul", {"Y", "Y"}, "y_squared")
+      .Add("Sub", {"one", "y_squared"}, "one_minus_y_squared")
+      .Add("Mul", {"dY", "one_minus_y_squared"}, "dX")
+      .Done();
+}
+
+// ---- gradient rules ----
+
+double AttrOf(const GradientContext& g, const char* name, double fallback) {
+  return g.node().GetFloat(name, static_cast<float>(fallback));
+}
+
+void ReluGradient(GradientContext& g) { g.SetGrad(0, g.Op("ReluGrad", {g.dY(0), g.Y(0)}, {}, kEdgetrainDomain)); }
+
+void SigmoidGradient(GradientContext& g) {
+  g.SetGrad(0, g.Op("SigmoidGrad", {g.dY(0), g.Y(0)}, {}, kEdgetrainDomain));
+}
+
+// x < 0: dx = alpha * dy, else dy.
+void LeakyReluGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  std::string negative = g.Op("Less", {x, g.ScalarLike(0, x)});
+  std::string scaled = g.Op("Mul", {g.dY(0), g.ScalarLike(AttrOf(g, "alpha", 0.01), x)});
+  g.SetGrad(0, g.Op("Where", {negative, scaled, g.dY(0)}));
+}
+
+// x < 0: y = alpha (e^x - 1), so dx = dy * (y + alpha); else dy.
+void EluGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  std::string negative = g.Op("Less", {x, g.ScalarLike(0, x)});
+  std::string slope = g.Op("Add", {g.Y(0), g.ScalarLike(AttrOf(g, "alpha", 1.0), x)});
+  g.SetGrad(0, g.Op("Where", {negative, g.Op("Mul", {g.dY(0), slope}), g.dY(0)}));
+}
+
+// x > 0: dx = gamma * dy; else y = gamma alpha (e^x - 1), so dx = dy * (y + gamma alpha).
+void SeluGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  const double alpha = AttrOf(g, "alpha", 1.67326319217681884765625);
+  const double gamma = AttrOf(g, "gamma", 1.05070102214813232421875);
+  std::string positive = g.Op("Greater", {x, g.ScalarLike(0, x)});
+  std::string linear = g.Op("Mul", {g.dY(0), g.ScalarLike(gamma, x)});
+  std::string curve = g.Op("Mul", {g.dY(0), g.Op("Add", {g.Y(0), g.ScalarLike(gamma * alpha, x)})});
+  g.SetGrad(0, g.Op("Where", {positive, linear, curve}));
+}
+
+// dx = alpha * dy where the output is not clamped (0 < y < 1).
+void HardSigmoidGradient(GradientContext& g) {
+  const std::string& y = g.Y(0);
+  std::string inside = g.Op("And", {g.Op("Greater", {y, g.ScalarLike(0, y)}), g.Op("Less", {y, g.ScalarLike(1, y)})});
+  std::string scaled = g.Op("Mul", {g.dY(0), g.ScalarLike(AttrOf(g, "alpha", 0.2), y)});
+  g.SetGrad(0, g.Op("Where", {inside, scaled, g.ScalarLike(0, y)}));
+}
+
+// y = x * clamp(x/6 + 1/2, 0, 1): dy/dx is 0 below -3, 1 above 3, x/3 + 1/2 between.
+void HardSwishGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  std::string middle = g.Op("Add", {g.Op("Mul", {x, g.ScalarLike(1.0 / 3.0, x)}), g.ScalarLike(0.5, x)});
+  std::string upper = g.Op("Where", {g.Op("Greater", {x, g.ScalarLike(3, x)}), g.ScalarLike(1, x), middle});
+  std::string slope = g.Op("Where", {g.Op("Less", {x, g.ScalarLike(-3, x)}), g.ScalarLike(0, x), upper});
+  g.SetGrad(0, g.Op("Mul", {g.dY(0), slope}));
+}
+
+// d softplus(x) = sigmoid(x)
+void SoftplusGradient(GradientContext& g) { g.SetGrad(0, g.Op("Mul", {g.dY(0), g.Op("Sigmoid", {g.X(0)})})); }
+
+// y = x < 0 ? slope * x : x. dx = dy * (slope or 1); dslope = dy * x where x < 0 (summed by the walk).
+void PReluGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  std::string slope = g.X(1);
+  // Before opset 7 a 1-D slope of length C (when C != 1) holds one value per channel (axis 1).
+  std::vector<int64_t> reduce_to_channels;
+  const ValueInfo* x_info = g.Info(x);
+  const ValueInfo* slope_info = g.Info(slope);
+  if (g.opset() < 7 && x_info && slope_info && x_info->has_shape && slope_info->has_shape &&
+      slope_info->shape.size() == 1 && x_info->shape.size() >= 2 && slope_info->shape[0].known() &&
+      x_info->shape[1].known() && slope_info->shape[0].value == x_info->shape[1].value &&
+      slope_info->shape[0].value != 1) {
+    std::vector<int64_t> per_channel(x_info->shape.size() - 1, 1);
+    per_channel[0] = slope_info->shape[0].value;
+    slope = g.Op("Reshape", {slope, g.Ints(per_channel)});
+    for (size_t d = 0; d < x_info->shape.size(); ++d)
+      if (d != 1) reduce_to_channels.push_back(static_cast<int64_t>(d));
+  }
+  std::string zero = g.ScalarLike(0, x);
+  std::string negative = g.Op("Less", {x, zero});
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Where", {negative, g.Op("Mul", {g.dY(0), slope}), g.dY(0)}));
+  if (g.NeedsGrad(1)) {
+    std::string grad = g.Op("Where", {negative, g.Op("Mul", {g.dY(0), x}), zero});
+    if (reduce_to_channels.empty()) {
+      g.SetGrad(1, grad, /*maybe_broadcast=*/true);
+    } else {
+      g.SetGrad(1, g.Op("ReduceSum", {grad, g.Ints(reduce_to_channels)}, {{"keepdims", Attribute::Int(0)}}));
+    }
+  }
+}
+
 }  // namespace
 
 void RegisterActivationOps(OpRegistry& r) {
@@ -95,17 +269,20 @@ void RegisterActivationOps(OpRegistry& r) {
       return [](auto x) { return x > decltype(x){0} ? x : decltype(x){0}; };
     });
   });
+  r.SetGradient("Relu", ReluGradient);
   RegisterFloatActivation(r, "LeakyRelu", [](const KernelContext& ctx) {
     return [alpha = FloatAttr(ctx, "alpha", 0.01)](auto x) {
       return x < 0 ? static_cast<decltype(x)>(alpha) * x : x;
     };
   });
+  r.SetGradient("LeakyRelu", LeakyReluGradient);
   RegisterFloatActivation(r, "Elu", [](const KernelContext& ctx) {
     return [alpha = FloatAttr(ctx, "alpha", 1.0)](auto x) {
       using C = decltype(x);
       return x < 0 ? static_cast<C>(alpha) * (std::exp(x) - C{1}) : x;
     };
   });
+  r.SetGradient("Elu", EluGradient);
   RegisterFloatActivation(r, "Celu", [](const KernelContext& ctx) {
     return [alpha = FloatAttr(ctx, "alpha", 1.0)](auto x) {
       using C = decltype(x);
@@ -120,20 +297,25 @@ void RegisterActivationOps(OpRegistry& r) {
       return static_cast<C>(gamma) * (x > 0 ? x : static_cast<C>(alpha) * (std::exp(x) - C{1}));
     };
   });
+  r.SetGradient("Selu", SeluGradient);
   RegisterFloatActivation(r, "Sigmoid", [](const KernelContext&) { return [](auto x) { return Sigmoid(x); }; });
+  r.SetGradient("Sigmoid", SigmoidGradient);
   RegisterFloatActivation(r, "HardSigmoid", [](const KernelContext& ctx) {
     return [alpha = FloatAttr(ctx, "alpha", 0.2), beta = FloatAttr(ctx, "beta", 0.5)](auto x) {
       using C = decltype(x);
       return std::clamp(static_cast<C>(alpha) * x + static_cast<C>(beta), C{0}, C{1});
     };
   });
+  r.SetGradient("HardSigmoid", HardSigmoidGradient);
   RegisterFloatActivation(r, "HardSwish", [](const KernelContext&) {
     return [](auto x) {
       using C = decltype(x);
       return x * std::clamp(x / C{6} + C{0.5}, C{0}, C{1});
     };
   });
+  r.SetGradient("HardSwish", HardSwishGradient);
   RegisterFloatActivation(r, "Softplus", [](const KernelContext&) { return [](auto x) { return Softplus(x); }; });
+  r.SetGradient("Softplus", SoftplusGradient);
   RegisterFloatActivation(r, "Softsign", [](const KernelContext&) {
     return [](auto x) { return x / (decltype(x){1} + std::abs(x)); };
   });
@@ -154,6 +336,11 @@ void RegisterActivationOps(OpRegistry& r) {
     });
   });
   RegisterOnnx(r, "PRelu", PReluKernel);
+  r.SetGradient("PRelu", PReluGradient);
+
+  RegisterFused(r, "ReluGrad", ReluGradKernel, ReluGradFunction());
+  RegisterFused(r, "SigmoidGrad", SigmoidGradKernel, SigmoidGradFunction());
+  RegisterFused(r, "TanhGrad", TanhGradKernel, TanhGradFunction());
 }
 
 }  // namespace edgetrain

@@ -1,6 +1,7 @@
 // Graph-structural operators: Constant, Identity, and the control-flow ops If and Loop.
 #include <cstring>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -85,11 +86,14 @@ void Loop(KernelContext& ctx) {
   }
 }
 
+void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
+
 }  // namespace
 
 void RegisterControlFlowOps(OpRegistry& r) {
   RegisterOnnx(r, "Constant", Constant);
   RegisterOnnx(r, "Identity", Identity);
+  r.SetGradient("Identity", IdentityGradient);
   RegisterOnnx(r, "If", If);
   RegisterOnnx(r, "Loop", Loop);
 }

@@ -1,11 +1,15 @@
 // Conv and ConvTranspose over any number of spatial dimensions, per group: im2col + GEMM for Conv,
-// GEMM + col2im for ConvTranspose.
+// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ops/gemm.hpp"
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -433,6 +437,349 @@ void ConvTransposeKernel(KernelContext& ctx) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// ConvGrad: the gradients of Y = Conv(X, W, B)
+
+// The geometry seen from the output side: im2col columns of the forward pass are the "input" that
+// Col2ImAdd scatters into the image of the forward input.
+ConvGeometry ColumnsToImage(const ConvGeometry& g) {
+  ConvGeometry back = g;
+  back.input = g.output;
+  back.output = g.input;
+  return back;
+}
+
+bool IsPointwise(const ConvGeometry& g) {
+  for (size_t d = 0; d < g.input.size(); ++d)
+    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
+  return true;
+}
+
+// dX (when dx is not null) and dW (when dw is not null) of one convolution, per (image, group):
+// dW_group += dY_ng * im2col(X_ng)^T and dX_ng = col2im(W_group^T * dY_ng). dW is accumulated
+// per group (many groups) or per batch chunk with one partial sum per chunk, then reduced.
+template <typename T>
+void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy, const T* x, const T* w, T* dx, T* dw) {
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
+  const int64_t rows = cg * g.KernelSize();
+  const int64_t w_size = g.out_channels * rows;
+  const bool pointwise = IsPointwise(g);
+  const ConvGeometry back = ColumnsToImage(g);
+  const bool needs_columns = !pointwise;
+  // One (image, group): dW rows of the group get the product (overwritten when `first`).
+  auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, std::vector<T>& col, ThreadPool* pool) {
+    const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
+    const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
+    if (dw_group) {
+      const T* columns = x_ng;
+      if (needs_columns) {
+        Im2Col(g, cg, x_ng, col.data());
+        columns = col.data();
+      }
+      Gemm<T>(false, true, mg, rows, out_size, T(1), dy_ng, out_size, columns, out_size, first ? T(0) : T(1), dw_group,
+              rows, pool);
+    }
+    if (dx) {
+      T* dx_ng = dx + (n * g.in_channels + grp * cg) * in_size;
+      const T* w_group = w + grp * mg * rows;
+      if (pointwise) {
+        Gemm<T>(true, false, cg, out_size, mg, T(1), w_group, rows, dy_ng, out_size, T(0), dx_ng, in_size, pool);
+      } else {
+        Gemm<T>(true, false, rows, out_size, mg, T(1), w_group, rows, dy_ng, out_size, T(0), col.data(), out_size, pool);
+        std::fill(dx_ng, dx_ng + cg * in_size, T(0));
+        Col2ImAdd(back, cg, col.data(), dx_ng);
+      }
+    }
+  };
+  auto scratch = [&] {
+    return std::vector<T>(needs_columns ? static_cast<size_t>(rows * out_size) : size_t{0});
+  };
+  if (dw && g.batch == 0) std::fill(dw, dw + w_size, T(0));
+  const int64_t num_threads = threads.num_threads();
+  const int64_t work_per_item = mg * rows * out_size;
+  if (!dw) {
+    ForEachImageGroup(threads, g.batch, g.group, work_per_item, [&](int64_t n, int64_t grp, ThreadPool* pool) {
+      std::vector<T> col = scratch();
+      step(n, grp, nullptr, true, col, pool);
+    });
+  } else if (g.group >= num_threads && num_threads > 1) {
+    // Each thread owns the dW rows of its groups.
+    threads.ParallelFor(g.group, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> col = scratch();
+      for (int64_t grp = begin; grp < end; ++grp)
+        for (int64_t n = 0; n < g.batch; ++n) step(n, grp, dw + grp * mg * rows, n == 0, col, nullptr);
+    });
+  } else {
+    const int64_t chunks = std::min<int64_t>(num_threads, g.batch);
+    if (chunks <= 1) {
+      std::vector<T> col = scratch();
+      for (int64_t n = 0; n < g.batch; ++n)
+        for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, dw + grp * mg * rows, n == 0, col, &threads);
+      return;
+    }
+    // Chunk 0 accumulates into dw itself, chunk c > 0 into partial c - 1.
+    std::vector<T> partial(static_cast<size_t>((chunks - 1) * w_size));
+    threads.ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> col = scratch();
+      for (int64_t c = begin; c < end; ++c) {
+        T* target = c == 0 ? dw : partial.data() + (c - 1) * w_size;
+        const int64_t first = g.batch * c / chunks, last = g.batch * (c + 1) / chunks;
+        for (int64_t n = first; n < last; ++n)
+          for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, target + grp * mg * rows, n == first, col, nullptr);
+      }
+    });
+    threads.ParallelFor(w_size, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t c = 1; c < chunks; ++c) {
+        const T* part = partial.data() + (c - 1) * w_size;
+        for (int64_t i = begin; i < end; ++i) dw[i] += part[i];
+      }
+    });
+  }
+}
+
+// dB[m] = sum of dY over the batch and spatial positions of channel m.
+template <typename T>
+void ConvBiasGradient(ThreadPool& threads, int64_t batch, int64_t channels, int64_t size, const T* dy, T* db) {
+  threads.ParallelFor(channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * size)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t m = begin; m < end; ++m) {
+                          T sum = T(0);
+                          for (int64_t n = 0; n < batch; ++n) {
+                            const T* plane = dy + (n * channels + m) * size;
+                            for (int64_t i = 0; i < size; ++i) sum += plane[i];
+                          }
+                          db[m] = sum;
+                        }
+                      });
+}
+
+// ai.edgetrain.ConvGrad(dY, X, W) -> (dX, dW, dB), attributes as Conv's. Outputs that are not
+// requested are not computed.
+void ConvGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const Tensor& w = ctx.Input(2);
+  const std::string what = ctx.node().Describe();
+  ET_CHECK(x.dtype() == w.dtype() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what,
+           ": dY, X and W types differ");
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const Shape y_shape = ConvOutputShape(g);
+  ET_CHECK(dy.shape() == y_shape, ErrorCode::kInvalidArgument, what, ": dY of shape ", ShapeToString(dy.shape()),
+           " does not match the convolution's output shape ", ShapeToString(y_shape));
+  VisitFloat(x.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dx = ctx.HasOutput(0) ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
+    T* dw = ctx.HasOutput(1) ? ctx.Output(1, w.shape(), w.dtype()).template data<T>() : nullptr;
+    if (dx || dw) ConvBackwardCompute<T>(ctx.threads(), g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
+    if (ctx.HasOutput(2)) {
+      T* db = ctx.Output(2, {g.out_channels}, x.dtype()).template data<T>();
+      ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
+    }
+  });
+}
+
+// Appends the nodes of a function body.
+struct FunctionBuilder {
+  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
+
+  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  }
+  void Ints(const std::string& name, const std::vector<int64_t>& values) {
+    const int64_t n = static_cast<int64_t>(values.size());
+    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>(values, {n}))}});
+  }
+};
+
+Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
+
+// ConvGrad in standard ops (any spatial rank; shapes read at run time):
+//  dX = ConvTranspose(dY, W) without padding, then cropped by the pads (Pad with negative amounts);
+//  dW = Conv of X with channels and batch swapped (per group) by dY used as the kernel, strides and
+//       dilations exchanged, cut to the kernel size;
+//  dB = ReduceSum(dY) over the batch and spatial axes.
+std::shared_ptr<const FunctionDef> ConvGradFunction() {
+  FunctionBuilder b;
+  b.f->domain = kEdgetrainDomain;
+  b.f->name = "ConvGrad";
+  b.f->inputs = {"dY", "X", "W"};
+  b.f->outputs = {"dX", "dW", "dB"};
+  b.f->attributes = {"strides", "pads", "dilations", "group"};
+  const Attribute group = Attribute::Ref(Attribute::Kind::kInt, "group");
+  const Attribute axis0 = Attribute::Int(0);
+  b.Ints("zero", {0});
+  b.Ints("one", {1});
+  b.Ints("two", {2});
+  b.Ints("to_end", {std::numeric_limits<int64_t>::max()});
+  b.Ints("flat", {-1});
+  b.Ints("zeros_2", {0, 0});
+  b("Shape", {"X"}, {"x_shape"});
+  b("Shape", {"W"}, {"w_shape"});
+  b("Shape", {"dY"}, {"dy_shape"});
+  b("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
+  b("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
+  b("Slice", {"w_shape", "two", "to_end"}, {"kernel_spatial"});
+  b("Slice", {"x_shape", "zero", "one"}, {"batch"});
+  b("Slice", {"x_shape", "one", "two"}, {"channels"});
+  b("Slice", {"w_shape", "zero", "one"}, {"out_channels"});
+  b("Slice", {"w_shape", "one", "two"}, {"group_channels"});
+  b("Div", {"channels", "group_channels"}, {"groups"});
+  b("Div", {"out_channels", "groups"}, {"group_out_channels"});
+  // dX
+  b("ConvTranspose", {"dY", "W"}, {"dx_full"},
+    {{"strides", RefInts("strides")}, {"dilations", RefInts("dilations")}, {"group", group}});
+  b("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
+  b("Shape", {"pads"}, {"pads_count"});
+  b("Div", {"pads_count", "two"}, {"spatial_rank"});
+  b("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
+  b("Shape", {"dx_full"}, {"full_shape"});
+  b("Slice", {"full_shape", "two", "to_end"}, {"full_spatial"});
+  b("Add", {"x_spatial", "pad_begin"}, {"x_end"});
+  b("Sub", {"x_end", "full_spatial"}, {"crop_end"});
+  b("Neg", {"pad_begin"}, {"crop_begin"});
+  b("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
+  b("Pad", {"dx_full", "crop"}, {"dX"});
+  // dW
+  b("Concat", {"batch", "groups", "group_channels", "flat"}, {"x_grouped_shape"}, {{"axis", axis0}});
+  b("Reshape", {"X", "x_grouped_shape"}, {"x_grouped"});
+  b("Transpose", {"x_grouped"}, {"x_swapped"}, {{"perm", Attribute::Ints({2, 1, 0, 3})}});
+  b("Mul", {"groups", "batch"}, {"groups_batch"});
+  b("Concat", {"group_channels", "groups_batch", "x_spatial"}, {"x_as_batch_shape"}, {{"axis", axis0}});
+  b("Reshape", {"x_swapped", "x_as_batch_shape"}, {"x_as_batch"});
+  b("Concat", {"batch", "groups", "group_out_channels", "flat"}, {"dy_grouped_shape"}, {{"axis", axis0}});
+  b("Reshape", {"dY", "dy_grouped_shape"}, {"dy_grouped"});
+  b("Transpose", {"dy_grouped"}, {"dy_swapped"}, {{"perm", Attribute::Ints({1, 2, 0, 3})}});
+  b("Concat", {"out_channels", "batch", "dy_spatial"}, {"dy_as_kernel_shape"}, {{"axis", axis0}});
+  b("Reshape", {"dy_swapped", "dy_as_kernel_shape"}, {"dy_as_kernel"});
+  b("Conv", {"x_as_batch", "dy_as_kernel"}, {"dw_wide"},
+    {{"strides", RefInts("dilations")}, {"dilations", RefInts("strides")}, {"pads", RefInts("pads")}, {"group", group}});
+  b("Sub", {"kernel_spatial", "kernel_spatial"}, {"kernel_zeros"});
+  b("Concat", {"zeros_2", "kernel_zeros"}, {"dw_starts"}, {{"axis", axis0}});
+  b("Concat", {"group_channels", "out_channels", "kernel_spatial"}, {"dw_ends"}, {{"axis", axis0}});
+  b("Slice", {"dw_wide", "dw_starts", "dw_ends"}, {"dw_swapped"});
+  b("Concat", {"group_channels", "out_channels", "flat"}, {"dw_flat_shape"}, {{"axis", axis0}});
+  b("Reshape", {"dw_swapped", "dw_flat_shape"}, {"dw_flat"});
+  b("Transpose", {"dw_flat"}, {"dw_transposed"}, {{"perm", Attribute::Ints({1, 0, 2})}});
+  b("Reshape", {"dw_transposed", "w_shape"}, {"dW"});
+  // dB
+  b("Concat", {"batch", "out_channels", "flat"}, {"dy_flat_shape"}, {{"axis", axis0}});
+  b("Reshape", {"dY", "dy_flat_shape"}, {"dy_flat"});
+  b.Ints("bias_axes", {0, 2});
+  b("ReduceSum", {"dy_flat", "bias_axes"}, {"dB"}, {{"keepdims", Attribute::Int(0)}});
+  return b.f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+int64_t StaticRank(const GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  return info && info->has_shape ? static_cast<int64_t>(info->shape.size()) : -1;
+}
+
+// Static spatial sizes of a value [N, C, spatial...]; empty unless all are known.
+std::vector<int64_t> StaticSpatial(const GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  std::vector<int64_t> sizes;
+  if (!info || !info->has_shape || info->shape.size() < 3) return sizes;
+  for (size_t d = 2; d < info->shape.size(); ++d) {
+    if (!info->shape[d].known()) return {};
+    sizes.push_back(info->shape[d].value);
+  }
+  return sizes;
+}
+
+// Conv/ConvTranspose attributes with auto_pad (and ConvTranspose's output_shape) resolved to
+// explicit pads, as the backward ops take them.
+std::map<std::string, Attribute> ResolvedConvAttributes(const GradientContext& g, bool transpose) {
+  const Node& node = g.node();
+  const std::string what = node.Describe();
+  int64_t rank = StaticRank(g, g.X(1));
+  if (rank < 3) rank = StaticRank(g, g.X(0));
+  if (rank < 3 && node.HasAttr("kernel_shape")) rank = static_cast<int64_t>(node.GetInts("kernel_shape").size()) + 2;
+  ET_CHECK(rank >= 3, ErrorCode::kNotImplemented, what,
+           ": the gradient needs the rank of X or W, which shape inference does not know");
+  const size_t spatial = static_cast<size_t>(rank - 2);
+  const std::vector<int64_t> strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
+  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  std::vector<int64_t> output_shape = transpose ? node.GetInts("output_shape") : std::vector<int64_t>{};
+  if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  ET_CHECK(strides.size() == spatial && dilations.size() == spatial && pads.size() == 2 * spatial,
+           ErrorCode::kInvalidModel, what, ": strides/dilations/pads do not match ", spatial, " spatial dimensions");
+  if (auto_pad == "VALID") std::fill(pads.begin(), pads.end(), 0);
+  if (same || !output_shape.empty()) {
+    const std::vector<int64_t> input = StaticSpatial(g, g.X(0));
+    const std::vector<int64_t> kernel = node.GetInts("kernel_shape", StaticSpatial(g, g.X(1)));
+    ET_CHECK(input.size() == spatial && kernel.size() == spatial, ErrorCode::kNotImplemented, what,
+             ": the gradient with auto_pad or output_shape needs static spatial sizes of X and W");
+    const std::vector<int64_t> output_padding = node.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
+    for (size_t d = 0; d < spatial; ++d) {
+      const int64_t extent = (kernel[d] - 1) * dilations[d] + 1;
+      int64_t total = 0, begin = 0;
+      if (!transpose) {
+        const int64_t out = CeilDiv(input[d], strides[d]);
+        total = std::max<int64_t>(0, (out - 1) * strides[d] + extent - input[d]);
+        begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      } else {
+        const int64_t full = strides[d] * (input[d] - 1) + output_padding.at(d) + extent;
+        total = full - (!output_shape.empty() ? output_shape[d] : input[d] * strides[d]);
+        begin = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      }
+      ET_CHECK(total >= 0, ErrorCode::kNotImplemented, what, ": the gradient with an output larger than the ",
+               "convolution's extent is not implemented");
+      pads[d] = begin;
+      pads[d + spatial] = total - begin;
+    }
+  }
+  return {{"strides", Attribute::Ints(strides)},
+          {"pads", Attribute::Ints(pads)},
+          {"dilations", Attribute::Ints(dilations)},
+          {"group", Attribute::Int(node.GetInt("group", 1))}};
+}
+
+// dB of Conv/ConvTranspose: dY summed over the batch and spatial axes.
+std::string BiasGradient(GradientContext& g, const std::string& dy) {
+  std::string flat = g.Op("Reshape", {dy, g.Ints({0, 0, -1})});
+  return g.Op("ReduceSum", {flat, g.Ints({0, 2})}, {{"keepdims", Attribute::Int(0)}});
+}
+
+void ConvGradient(GradientContext& g) {
+  const bool has_bias = g.NumInputs() > 2 && !g.X(2).empty();
+  const bool bias_grad = has_bias && g.NeedsGrad(2);
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) {
+    if (bias_grad) g.SetGrad(2, BiasGradient(g, g.dY(0)));
+    return;
+  }
+  std::vector<std::string> grads = g.Emit("ConvGrad", {g.dY(0), g.X(0), g.X(1)}, bias_grad ? 3 : 2,
+                                          ResolvedConvAttributes(g, false), kEdgetrainDomain);
+  g.SetGrad(0, grads[0]);
+  g.SetGrad(1, grads[1]);
+  if (bias_grad) g.SetGrad(2, grads[2]);
+}
+
+// Y = ConvTranspose(X, W) is the input-gradient of a Conv with weights W, so dX = Conv(dY, W)
+// and dW is that Conv's weight gradient with X in the role of its output gradient.
+void ConvTransposeGradient(GradientContext& g) {
+  const std::string& dy = g.dY(0);
+  const bool needs_x_or_w = g.NeedsGrad(0) || g.NeedsGrad(1);
+  std::map<std::string, Attribute> attrs;
+  if (needs_x_or_w) attrs = ResolvedConvAttributes(g, true);
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Conv", {dy, g.X(1)}, attrs));
+  if (g.NeedsGrad(1)) g.SetGrad(1, g.Emit("ConvGrad", {g.X(0), dy, g.X(1)}, 2, attrs, kEdgetrainDomain)[1]);
+  if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) g.SetGrad(2, BiasGradient(g, dy));
+}
+
 }  // namespace
 
 void RegisterConvOps(OpRegistry& r) {
@@ -440,6 +787,9 @@ void RegisterConvOps(OpRegistry& r) {
   RegisterOnnx(r, "ConvTranspose", ConvTransposeKernel);
   RegisterOnnx(r, "ConvInteger", ConvIntegerKernel);
   RegisterOnnx(r, "QLinearConv", QLinearConvKernel);
+  r.SetGradient("Conv", ConvGradient);
+  r.SetGradient("ConvTranspose", ConvTransposeGradient);
+  RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction());
 }
 
 }  // namespace edgetrain

@@ -468,6 +468,123 @@ void SumGradient(GradientContext& g) {
   for (size_t i = 0; i < g.NumInputs(); ++i) g.SetGrad(i, g.dY(0), true);
 }
 
+// True when static type information says `a` and `b` have the same element type.
+bool SameKnownType(const GradientContext& g, const std::string& a, const std::string& b) {
+  const ValueInfo* ia = g.Info(a);
+  const ValueInfo* ib = g.Info(b);
+  return ia && ib && ia->dtype != DataType::kUndefined && ia->dtype == ib->dtype;
+}
+
+void AbsGradient(GradientContext& g) { g.SetGrad(0, g.Op("Mul", {g.dY(0), g.Op("Sign", {g.X(0)})})); }
+
+// d atan(x) = dy / (1 + x^2)
+void AtanGradient(GradientContext& g) {
+  std::string one_plus_square = g.Op("Add", {g.ScalarLike(1, g.X(0)), g.Op("Mul", {g.X(0), g.X(0)})});
+  g.SetGrad(0, g.Op("Div", {g.dY(0), one_plus_square}));
+}
+
+void CosGradient(GradientContext& g) {
+  g.SetGrad(0, g.Op("Neg", {g.Op("Mul", {g.dY(0), g.Op("Sin", {g.X(0)})})}));
+}
+
+void SinGradient(GradientContext& g) { g.SetGrad(0, g.Op("Mul", {g.dY(0), g.Op("Cos", {g.X(0)})})); }
+
+// d erf(x) = dy * 2/sqrt(pi) * exp(-x^2)
+void ErfGradient(GradientContext& g) {
+  const double two_over_sqrt_pi = 1.12837916709551257390;
+  std::string bell = g.Op("Exp", {g.Op("Neg", {g.Op("Mul", {g.X(0), g.X(0)})})});
+  g.SetGrad(0, g.Op("Mul", {g.dY(0), g.Op("Mul", {bell, g.ScalarLike(two_over_sqrt_pi, g.X(0))})}));
+}
+
+void ExpGradient(GradientContext& g) { g.SetGrad(0, g.Op("Mul", {g.dY(0), g.Y(0)})); }
+
+void LogGradient(GradientContext& g) { g.SetGrad(0, g.Op("Div", {g.dY(0), g.X(0)})); }
+
+// y = 1/x: dx = -dy * y^2
+void ReciprocalGradient(GradientContext& g) {
+  g.SetGrad(0, g.Op("Neg", {g.Op("Mul", {g.dY(0), g.Op("Mul", {g.Y(0), g.Y(0)})})}));
+}
+
+// y = sqrt(x): dx = dy * 0.5 / y
+void SqrtGradient(GradientContext& g) {
+  g.SetGrad(0, g.Op("Div", {g.Op("Mul", {g.dY(0), g.ScalarLike(0.5, g.Y(0))}), g.Y(0)}));
+}
+
+void TanhGradient(GradientContext& g) { g.SetGrad(0, g.Op("TanhGrad", {g.dY(0), g.Y(0)}, {}, kEdgetrainDomain)); }
+
+// y = a^b: da = dy * b * a^(b-1); db = dy * y * ln(a) where a > 0, 0 elsewhere.
+void PowGradient(GradientContext& g) {
+  const std::string &base = g.X(0), &exponent = g.X(1), &dy = g.dY(0);
+  const bool same_type = SameKnownType(g, base, exponent);
+  if (g.NeedsGrad(0)) {
+    std::string b = same_type ? exponent : g.Op("CastLike", {exponent, base});
+    std::string power = g.Op("Pow", {base, g.Op("Sub", {b, g.ScalarLike(1, base)})});
+    g.SetGrad(0, g.Op("Mul", {dy, g.Op("Mul", {b, power})}), true);
+  }
+  if (g.NeedsGrad(1)) {
+    std::string zero = g.ScalarLike(0, base);
+    std::string log_base = g.Op("Where", {g.Op("Greater", {base, zero}), g.Op("Log", {base}), zero});
+    std::string grad = g.Op("Mul", {dy, g.Op("Mul", {g.Y(0), log_base})});
+    g.SetGrad(1, same_type ? grad : g.Op("CastLike", {grad, exponent}), true);
+  }
+}
+
+// Max/Min: each output element's gradient goes to the input that holds the selected value; on ties
+// the first such input takes it.
+void SelectionGradient(GradientContext& g) {
+  size_t last_needed = 0;
+  for (size_t i = 0; i < g.NumInputs(); ++i)
+    if (g.NeedsGrad(i)) last_needed = i;
+  std::string zero = g.ScalarLike(0, g.Y(0));
+  std::string claimed;  // elements already taken by an earlier input
+  for (size_t i = 0; i <= last_needed; ++i) {
+    std::string holds = g.Op("Equal", {g.X(i), g.Y(0)});
+    std::string takes = claimed.empty() ? holds : g.Op("And", {holds, g.Op("Not", {claimed})});
+    if (g.NeedsGrad(i)) g.SetGrad(i, g.Op("Where", {takes, g.dY(0), zero}), true);
+    if (i < last_needed) claimed = claimed.empty() ? holds : g.Op("Or", {claimed, holds});
+  }
+}
+
+// The condition is not differentiable; each branch gets dY where it was selected.
+void WhereGradient(GradientContext& g) {
+  std::string zero = g.ScalarLike(0, g.Y(0));
+  if (g.NeedsGrad(1)) g.SetGrad(1, g.Op("Where", {g.X(0), g.dY(0), zero}), true);
+  if (g.NeedsGrad(2)) g.SetGrad(2, g.Op("Where", {g.X(0), zero, g.dY(0)}), true);
+}
+
+// dX = dY where min < x < max, 0 elsewhere; the bounds get no gradient.
+void ClipGradient(GradientContext& g) {
+  const std::string& x = g.X(0);
+  std::string low, high;
+  if (g.opset() < 11) {
+    if (g.node().HasAttr("min")) low = g.ScalarLike(g.node().GetFloat("min", 0), x);
+    if (g.node().HasAttr("max")) high = g.ScalarLike(g.node().GetFloat("max", 0), x);
+  } else {
+    low = g.X(1);
+    high = g.X(2);
+  }
+  std::string inside;
+  auto require = [&](const std::string& condition) {
+    inside = inside.empty() ? condition : g.Op("And", {inside, condition});
+  };
+  if (!low.empty()) require(g.Op("Greater", {x, low}));
+  if (!high.empty()) require(g.Op("Less", {x, high}));
+  if (inside.empty()) {
+    g.SetGrad(0, g.dY(0));
+    return;
+  }
+  g.SetGrad(0, g.Op("Where", {inside, g.dY(0), g.ScalarLike(0, x)}));
+}
+
+// Float-to-float casts pass the gradient back in the input's type; casts from or to other types
+// are not differentiable.
+void CastGradient(GradientContext& g) {
+  const ValueInfo* in = g.Info(g.X(0));
+  const bool from_float = !in || in->dtype == DataType::kUndefined || IsFloatType(in->dtype);
+  DataType to = g.node().op_type == "CastLike" ? g.TypeOf(g.X(1)) : static_cast<DataType>(g.node().GetInt("to", 0));
+  if (from_float && IsFloatType(to)) g.SetGrad(0, g.Op("CastLike", {g.dY(0), g.X(0)}));
+}
+
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
@@ -495,6 +612,15 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterOnnx(r, "IsInf", IsInfKernel);
   RegisterOnnx(r, "IsNaN", IsNaNKernel);
   RegisterOnnx(r, "Not", NotKernel);
+  r.SetGradient("Atan", AtanGradient);
+  r.SetGradient("Cos", CosGradient);
+  r.SetGradient("Erf", ErfGradient);
+  r.SetGradient("Exp", ExpGradient);
+  r.SetGradient("Log", LogGradient);
+  r.SetGradient("Reciprocal", ReciprocalGradient);
+  r.SetGradient("Sin", SinGradient);
+  r.SetGradient("Sqrt", SqrtGradient);
+  r.SetGradient("Tanh", TanhGradient);  // TanhGrad is registered with the activations
 
   // Unary math over every numeric type.
   RegisterOnnx(r, "Abs", [](KernelContext& ctx) {
@@ -505,6 +631,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
       else return x;
     });
   });
+  r.SetGradient("Abs", AbsGradient);
   RegisterOnnx(r, "Neg", [](KernelContext& ctx) { NumericUnary(ctx, [](auto x) { return WrapNeg(x); }); });
   RegisterOnnx(r, "Sign", [](KernelContext& ctx) {
     NumericUnary(ctx, [](auto x) -> decltype(x) {
@@ -529,6 +656,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.SetGradient("Div", DivGradient);
   r.SetGradient("Neg", NegGradient);
   RegisterOnnx(r, "Pow", PowKernel);
+  r.SetGradient("Pow", PowGradient);
   RegisterOnnx(r, "Mod", ModKernel);
   RegisterOnnx(r, "BitShift", BitShiftKernel);
 
@@ -546,6 +674,8 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterOnnx(r, "Max", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MaxValue(x, y); }); });
   RegisterOnnx(r, "Min", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MinValue(x, y); }); });
   RegisterOnnx(r, "Sum", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
+  r.SetGradient("Max", SelectionGradient);
+  r.SetGradient("Min", SelectionGradient);
   r.SetGradient("Sum", SumGradient);
   RegisterOnnx(r, "Mean", [](KernelContext& ctx) {
     Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }, /*mean=*/true);
@@ -555,6 +685,10 @@ void RegisterElementwiseOps(OpRegistry& r) {
   RegisterOnnx(r, "Clip", ClipKernel);
   RegisterOnnx(r, "Cast", CastKernel);
   RegisterOnnx(r, "CastLike", CastLikeKernel);
+  r.SetGradient("Where", WhereGradient);
+  r.SetGradient("Clip", ClipGradient);
+  r.SetGradient("Cast", CastGradient);
+  r.SetGradient("CastLike", CastGradient);
 }
 
 }  // namespace edgetrain

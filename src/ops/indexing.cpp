@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
 
@@ -706,6 +708,216 @@ void Upsample(KernelContext& ctx) {
   RunResize(ctx, options, scales, {}, {});
 }
 
+// ---- Gradient rules ----
+
+// ai.edgetrain.GatherGrad(dY, indices, data_shape; axis): zeros of data_shape with the rows of dY
+// added at the gathered indices (repeated indices accumulate).
+void GatherGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& indices = ctx.Input(1);
+  const Shape data_shape = ctx.Input(2).ToInt64Vector();
+  const int64_t rank = static_cast<int64_t>(data_shape.size());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": data must have rank >= 1");
+  const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
+  const int64_t size = data_shape[axis];
+  std::vector<int64_t> idx = indices.ToInt64Vector();
+  for (int64_t& v : idx) v = CheckIndex(ctx, v, size, axis);
+  const int64_t outer = Product(data_shape, 0, axis), inner = Product(data_shape, axis + 1, rank);
+  const int64_t count = static_cast<int64_t>(idx.size());
+  ET_CHECK(dy.numel() == outer * count * inner, ErrorCode::kInvalidArgument, What(ctx), ": gradient shape ",
+           ShapeToString(dy.shape()), " does not match data shape ", ShapeToString(data_shape), " and ", count,
+           " indices");
+  Tensor& dx = ctx.Output(0, data_shape, dy.dtype());
+  if (dx.nbytes() != 0) std::memset(dx.raw(), 0, dx.nbytes());
+  // Jobs own disjoint (outer, column block) pairs, so accumulation needs no locks and is ordered.
+  constexpr int64_t kBlock = 512;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  VisitFloat(dy.dtype(), What(ctx), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = dy.data<T>();
+    T* dst = dx.data<T>();
+    ctx.threads().ParallelFor(outer * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t job = begin; job < end; ++job) {
+        const int64_t o = job / blocks, c0 = (job % blocks) * kBlock, c1 = std::min(inner, c0 + kBlock);
+        for (int64_t j = 0; j < count; ++j) {
+          const T* s = src + (o * count + j) * inner;
+          T* d = dst + (o * size + idx[j]) * inner;
+          for (int64_t c = c0; c < c1; ++c) d[c] += s[c];
+        }
+      }
+    });
+  });
+}
+
+// Builds a FunctionDef node by node.
+struct FunctionBuilder {
+  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
+  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  }
+  void Constant(const std::string& name, Tensor value) {
+    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(std::move(value))}});
+  }
+};
+
+// GatherGrad in standard ONNX ops: view data as [outer, size, inner] and dY as [outer, count, inner],
+// then ScatterElements with reduction 'add' along the middle axis.
+std::shared_ptr<const FunctionDef> GatherGradFunction() {
+  FunctionBuilder b;
+  b.f->domain = kEdgetrainDomain;
+  b.f->name = "GatherGrad";
+  b.f->inputs = {"dY", "indices", "data_shape"};
+  b.f->outputs = {"dX"};
+  b.f->attributes = {"axis"};
+  auto ints = [](std::vector<int64_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return Tensor::FromVector<int64_t>(v, {n});
+  };
+  const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
+  b("Constant", {}, {"axis_scalar"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
+  b.Constant("one", ints({1}));
+  b.Constant("zero", ints({0}));
+  b.Constant("flat", ints({-1}));
+  b.Constant("to_end", ints({std::numeric_limits<int64_t>::max()}));
+  b.Constant("zero_index", Tensor::Scalar<int64_t>(0));
+  b.Constant("zero_value", Tensor::Scalar<float>(0));
+  b("Reshape", {"axis_scalar", "one"}, {"axis_raw"});
+  b("Shape", {"data_shape"}, {"rank"});
+  b("Add", {"axis_raw", "rank"}, {"axis_shifted"});
+  b("Mod", {"axis_shifted", "rank"}, {"axis"});
+  b("Add", {"axis", "one"}, {"after_axis"});
+  b("Slice", {"data_shape", "zero", "axis"}, {"outer_dims"});
+  b("Slice", {"data_shape", "after_axis", "to_end"}, {"inner_dims"});
+  b("ReduceProd", {"outer_dims"}, {"outer"}, keep);
+  b("ReduceProd", {"inner_dims"}, {"inner"}, keep);
+  b("Gather", {"data_shape", "axis"}, {"size"});
+  b("Cast", {"indices"}, {"indices_64"}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt64))}});
+  b("Reshape", {"indices_64", "flat"}, {"index_flat"});
+  b("Less", {"index_flat", "zero_index"}, {"negative"});
+  b("Add", {"index_flat", "size"}, {"index_wrapped"});
+  b("Where", {"negative", "index_wrapped", "index_flat"}, {"index"});
+  b("Shape", {"index"}, {"count"});
+  b("Concat", {"outer", "count", "inner"}, {"dy_view"}, {{"axis", Attribute::Int(0)}});
+  b("Concat", {"one", "count", "one"}, {"index_view"}, {{"axis", Attribute::Int(0)}});
+  b("Concat", {"outer", "size", "inner"}, {"dx_view"}, {{"axis", Attribute::Int(0)}});
+  b("Reshape", {"dY", "dy_view"}, {"dy_3d"});
+  b("Reshape", {"index", "index_view"}, {"index_column"});
+  b("Expand", {"index_column", "dy_view"}, {"index_3d"});
+  b("CastLike", {"zero_value", "dY"}, {"typed_zero"});
+  b("Expand", {"typed_zero", "dx_view"}, {"zeros"});
+  b("ScatterElements", {"zeros", "index_3d", "dy_3d"}, {"dx_3d"},
+    {{"axis", Attribute::Int(1)}, {"reduction", Attribute::String("add")}});
+  b("Reshape", {"dx_3d", "data_shape"}, {"dX"}, {{"allowzero", Attribute::Int(1)}});
+  return b.f;
+}
+
+// Shape(value) as an int64 1-D value: a constant when static shape inference knows every dim.
+std::string ShapeValue(GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  if (info == nullptr || !info->has_shape) return g.ShapeOf(value);
+  std::vector<int64_t> dims;
+  for (const Dim& d : info->shape) {
+    if (!d.known()) return g.ShapeOf(value);
+    dims.push_back(d.value);
+  }
+  return g.Ints(dims);
+}
+
+std::string ZerosLike(GradientContext& g, const std::string& like) {
+  return g.Op("Expand", {g.ScalarLike(0.0, like), ShapeValue(g, like)});
+}
+
+void GatherGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  g.SetGrad(0, g.Op("GatherGrad", {g.dY(0), g.X(1), ShapeValue(g, g.X(0))},
+                    {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}}, kEdgetrainDomain));
+}
+
+void GatherElementsGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  g.SetGrad(0, g.Op("ScatterElements", {ZerosLike(g, g.X(0)), g.X(1), g.dY(0)},
+                    {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}, {"reduction", Attribute::String("add")}}));
+}
+
+void GatherNDGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  const int64_t batch_dims = g.node().GetInt("batch_dims", 0);
+  ET_CHECK(batch_dims == 0, ErrorCode::kNotImplemented, g.node().Describe(),
+           ": the gradient of GatherND with batch_dims ", batch_dims, " is not implemented (only 0)");
+  g.SetGrad(0, g.Op("ScatterND", {ZerosLike(g, g.X(0)), g.X(1), g.dY(0)}, {{"reduction", Attribute::String("add")}}));
+}
+
+void CheckPlainScatter(GradientContext& g) {
+  const std::string reduction = g.node().GetString("reduction", "none");
+  ET_CHECK(reduction == "none", ErrorCode::kNotImplemented, g.node().Describe(), ": the gradient of ",
+           g.node().op_type, " with reduction '", reduction, "' is not implemented (only 'none')");
+}
+
+// data gets dY where nothing was written; updates get dY where they were written.
+void ScatterElementsGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(2)) return;
+  CheckPlainScatter(g);
+  const std::map<std::string, Attribute> axis = {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}};
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("ScatterElements", {g.dY(0), g.X(1), ZerosLike(g, g.X(2))}, axis));
+  if (g.NeedsGrad(2)) g.SetGrad(2, g.Op("GatherElements", {g.dY(0), g.X(1)}, axis));
+}
+
+void ScatterNDGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(2)) return;
+  CheckPlainScatter(g);
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("ScatterND", {g.dY(0), g.X(1), ZerosLike(g, g.X(2))}));
+  if (g.NeedsGrad(2)) g.SetGrad(2, g.Op("GatherND", {g.dY(0), g.X(1)}));
+}
+
+void TriluGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  std::vector<std::string> inputs = {g.dY(0)};
+  if (!g.X(1).empty()) inputs.push_back(g.X(1));
+  g.SetGrad(0, g.Op("Trilu", inputs, {{"upper", Attribute::Int(g.node().GetInt("upper", 1))}}));
+}
+
+// Resize (nearest): resizing a tensor of X's element positions the same way tells which element
+// every output copied; dY is scatter-added back there.
+void ResizeGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  const Node& node = g.node();
+  ET_CHECK(g.opset() >= 11, ErrorCode::kNotImplemented, node.Describe(), ": the gradient of Resize-", g.opset(),
+           " is not implemented (opset 11 and later only)");
+  const std::string mode = node.GetString("mode", "nearest");
+  ET_CHECK(mode == "nearest", ErrorCode::kNotImplemented, node.Describe(), ": the gradient of Resize mode '", mode,
+           "' is not implemented (only 'nearest')");
+  const std::string x = g.X(0);
+  const std::string count = g.Op("Size", {x});
+  const std::string positions = g.Op(
+      "Reshape", {g.Op("Range", {g.Constant(Tensor::Scalar<int64_t>(0)), count, g.Constant(Tensor::Scalar<int64_t>(1))}),
+                  ShapeValue(g, x)});
+  std::vector<std::string> inputs = node.inputs;
+  inputs[0] = positions;
+  std::map<std::string, Attribute> attrs = node.attributes;
+  attrs["extrapolation_value"] = Attribute::Float(-1);  // outside the crop: no source element
+  std::string sources = g.Op("Resize", inputs, attrs);
+  std::string dy = g.dY(0);
+  if (node.GetString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") {
+    const std::string zero = g.Constant(Tensor::Scalar<int64_t>(0));
+    const std::string inside = g.Op("GreaterOrEqual", {sources, zero});
+    dy = g.Op("Where", {inside, dy, g.ScalarLike(0.0, x)});
+    sources = g.Op("Max", {sources, zero});
+  }
+  const std::string flat = g.Ints({-1});
+  const std::string zeros = g.Op("Expand", {g.ScalarLike(0.0, x), g.Op("Reshape", {count, flat})});
+  const std::string summed =
+      g.Op("ScatterElements", {zeros, g.Op("Reshape", {sources, flat}), g.Op("Reshape", {dy, flat})},
+           {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
+  g.SetGrad(0, g.Op("Reshape", {summed, ShapeValue(g, x)}));
+}
+
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
@@ -722,6 +934,16 @@ void RegisterIndexingOps(OpRegistry& r) {
   RegisterOnnx(r, "ReverseSequence", ReverseSequence);
   RegisterOnnx(r, "Resize", Resize);
   RegisterOnnx(r, "Upsample", Upsample);
+  RegisterFused(r, "GatherGrad", GatherGradKernel, GatherGradFunction());
+
+  r.SetGradient("Gather", GatherGradient);
+  r.SetGradient("GatherElements", GatherElementsGradient);
+  r.SetGradient("GatherND", GatherNDGradient);
+  r.SetGradient("ScatterElements", ScatterElementsGradient);
+  r.SetGradient("Scatter", ScatterElementsGradient);
+  r.SetGradient("ScatterND", ScatterNDGradient);
+  r.SetGradient("Trilu", TriluGradient);
+  r.SetGradient("Resize", ResizeGradient);
 }
 
 }  // namespace edgetrain

@@ -1,9 +1,13 @@
 // Losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (= LogSoftmax over the class axis,
-// then NLL). Inputs are [N, C] or [N, C, d1, ...], labels [N] or [N, d1, ...].
+// then NLL). Inputs are [N, C] or [N, C, d1, ...], labels [N] or [N, d1, ...]. Gradient rules flow
+// to the scores/input only; SoftmaxCrossEntropyLoss uses the fused ai.edgetrain.SoftmaxCrossEntropyLossGrad.
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/softmax_util.hpp"
 
@@ -123,11 +127,145 @@ void SoftmaxCrossEntropyLossKernel(KernelContext& ctx) {
   });
 }
 
+// ai.edgetrain.SoftmaxCrossEntropyLossGrad(scale, log_prob, labels) ->
+// (exp(log_prob) - onehot(labels, axis 1)) * scale[:, None, ...]. log_prob is [N, C, d1, ...];
+// scale and labels (int32/int64, each in [0, C)) are [N, d1, ...]. `scale` is d loss / d (-log_prob
+// at the label): the rule folds reduction, class weights and ignore_index into it.
+void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
+  const Tensor& scale = ctx.Input(0);
+  const Tensor& log_prob = ctx.Input(1);
+  const Tensor& labels_tensor = ctx.Input(2);
+  const Node& node = ctx.node();
+  const LossGeometry g = CheckLossInputs(ctx, log_prob, labels_tensor, nullptr);
+  ET_CHECK(scale.shape() == g.per_position_shape && scale.dtype() == log_prob.dtype(), ErrorCode::kInvalidArgument,
+           node.Describe(), ": scale ", ShapeToString(scale.shape()), " must be ", ShapeToString(g.per_position_shape),
+           " of the log_prob's element type");
+  const std::vector<int64_t> labels = labels_tensor.ToInt64Vector();
+  for (int64_t label : labels) {
+    ET_CHECK(label >= 0 && label < g.classes, ErrorCode::kOutOfRange, node.Describe(), ": label ", label,
+             " is out of range for ", g.classes, " classes");
+  }
+  Tensor& dx = ctx.Output(0, log_prob.shape(), log_prob.dtype());
+  VisitFloat(log_prob.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* lp = log_prob.data<T>();
+    const T* scale_data = scale.data<T>();
+    T* out = dx.data<T>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, g.classes * g.positions));
+    ctx.threads().ParallelFor(g.batch, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        for (int64_t c = 0; c < g.classes; ++c) {
+          const int64_t row = (n * g.classes + c) * g.positions;
+          for (int64_t d = 0; d < g.positions; ++d) {
+            const int64_t position = n * g.positions + d;
+            const T hot = labels[position] == c ? T{1} : T{0};
+            out[row + d] = (std::exp(lp[row + d]) - hot) * scale_data[position];
+          }
+        }
+      }
+    });
+  });
+}
+
+std::shared_ptr<const FunctionDef> SoftmaxCrossEntropyLossGradFunction() {
+  auto f = std::make_shared<FunctionDef>();
+  f->domain = kEdgetrainDomain;
+  f->name = "SoftmaxCrossEntropyLossGrad";
+  f->inputs = {"scale", "log_prob", "labels"};
+  f->outputs = {"dX"};
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  };
+  node("Constant", {}, "one", {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>({1}, {1}))}});
+  node("Constant", {}, "off_on", {{"value", Attribute::TensorValue(Tensor::FromVector<float>({0.0f, 1.0f}, {2}))}});
+  node("Shape", {"log_prob"}, "classes", {{"start", Attribute::Int(1)}, {"end", Attribute::Int(2)}});
+  node("CastLike", {"off_on", "log_prob"}, "values");
+  node("OneHot", {"labels", "classes", "values"}, "onehot", {{"axis", Attribute::Int(1)}});
+  node("Exp", {"log_prob"}, "prob");
+  node("Sub", {"prob", "onehot"}, "residual");
+  node("Unsqueeze", {"scale", "one"}, "scale_column");
+  node("Mul", {"residual", "scale_column"}, "dX");
+  return f;
+}
+
+// What the rules of both losses share: labels with ignored ones replaced by class 0, and the
+// per-position scale d loss / d (-input at the label) = dloss * weight(label) [/ total weight for
+// 'mean'], 0 where the label is ignored. `like` is the float input, for element types.
+struct LossBackward {
+  std::string labels, scale;
+};
+
+LossBackward LossBackwardScale(GradientContext& g, const std::string& like) {
+  const Node& node = g.node();
+  const std::string reduction = node.GetString("reduction", "mean");
+  ET_CHECK(reduction == "none" || reduction == "sum" || reduction == "mean", ErrorCode::kNotImplemented,
+           node.Describe(), ": reduction '", reduction, "' is not supported (none/sum/mean)");
+  LossBackward out;
+  out.labels = g.X(1);
+  std::string weight;  // [N, d1, ...] weight of each position; "" when all are 1
+  if (node.HasAttr("ignore_index")) {
+    auto label_constant = [&](int64_t v) {
+      return g.Op("CastLike", {g.Constant(Tensor::Scalar<int64_t>(v)), g.X(1)});
+    };
+    std::string kept = g.Op("Not", {g.Op("Equal", {g.X(1), label_constant(node.GetInt("ignore_index", 0))})});
+    out.labels = g.Op("Where", {kept, g.X(1), label_constant(0)});
+    weight = g.Op("CastLike", {kept, like});
+  }
+  if (g.NumInputs() > 2 && !g.X(2).empty()) {
+    std::string class_weight = g.Op("Gather", {g.X(2), out.labels});
+    weight = weight.empty() ? class_weight : g.Op("Mul", {weight, class_weight});
+  }
+  std::string dloss = g.dY(0);
+  if (reduction == "mean") {
+    std::string total = weight.empty() ? g.Op("CastLike", {g.Op("Size", {g.X(1)}), like})
+                                       : g.Op("ReduceSum", {weight}, {{"keepdims", Attribute::Int(0)}});
+    dloss = g.Op("Div", {dloss, total});
+  }
+  out.scale = weight.empty() ? g.Op("Expand", {dloss, g.ShapeOf(g.X(1))}) : g.Op("Mul", {dloss, weight});
+  return out;
+}
+
+// NegativeLogLikelihoodLoss: d input = -onehot(label) * scale, along the class axis.
+void NegativeLogLikelihoodLossGradient(GradientContext& g) {
+  if (g.dY(0).empty()) return;
+  LossBackward b = LossBackwardScale(g, g.X(0));
+  std::string classes = g.Op("Shape", {g.X(0)}, {{"start", Attribute::Int(1)}, {"end", Attribute::Int(2)}});
+  std::string values =
+      g.Op("CastLike", {g.Constant(Tensor::FromVector<float>({0.0f, -1.0f}, {2})), g.X(0)});
+  std::string onehot = g.Op("OneHot", {b.labels, classes, values}, {{"axis", Attribute::Int(1)}});
+  g.SetGrad(0, g.Op("Mul", {onehot, g.Op("Unsqueeze", {b.scale, g.Ints({1})})}));
+}
+
+// SoftmaxCrossEntropyLoss: the fused (softmax - onehot) * scale for the loss, plus the LogSoftmax
+// backward of the gradient reaching the optional log_prob output.
+void SoftmaxCrossEntropyLossGradient(GradientContext& g) {
+  std::string log_prob = g.Y(1);
+  if (log_prob.empty()) log_prob = g.Op("LogSoftmax", {g.X(0)}, {{"axis", Attribute::Int(1)}});
+  if (!g.dY(0).empty()) {
+    LossBackward b = LossBackwardScale(g, g.X(0));
+    g.SetGrad(0, g.Op("SoftmaxCrossEntropyLossGrad", {b.scale, log_prob, b.labels}, {}, kEdgetrainDomain));
+  }
+  if (!g.dY(1).empty()) {
+    g.SetGrad(0, g.Op("LogSoftmaxGrad", {g.dY(1), log_prob}, {{"axis", Attribute::Int(1)}}, kEdgetrainDomain));
+  }
+}
+
 }  // namespace
 
 void RegisterLossOps(OpRegistry& r) {
   RegisterOnnx(r, "NegativeLogLikelihoodLoss", NegativeLogLikelihoodLossKernel);
+  r.SetGradient("NegativeLogLikelihoodLoss", NegativeLogLikelihoodLossGradient);
   RegisterOnnx(r, "SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossKernel);
+  r.SetGradient("SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossGradient);
+  RegisterFused(r, "SoftmaxCrossEntropyLossGrad", SoftmaxCrossEntropyLossGradKernel,
+                SoftmaxCrossEntropyLossGradFunction());
 }
 
 }  // namespace edgetrain

@@ -2,6 +2,7 @@
 // plain loops.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "ops/gemm.hpp"
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -627,6 +629,250 @@ void EinsumKernel(KernelContext& ctx) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+// Static rank of a value, or -1 when shape inference does not know it.
+int64_t StaticRank(const GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  return info && info->has_shape ? static_cast<int64_t>(info->shape.size()) : -1;
+}
+
+// Swaps the last two axes of a value of rank `rank` (>= 2).
+std::string TransposeLastTwo(GradientContext& g, const std::string& value, int64_t rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+  std::swap(perm[static_cast<size_t>(rank - 2)], perm[static_cast<size_t>(rank - 1)]);
+  return g.Op("Transpose", {value}, {{"perm", Attribute::Ints(perm)}});
+}
+
+// `value` viewed as a matrix [-1, last dimension].
+std::string RowsOf(GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  if (info && info->has_shape && !info->shape.empty() && info->shape.back().known())
+    return g.Op("Reshape", {value, g.Ints({-1, info->shape.back().value})});
+  std::string last = g.Op("Slice", {g.ShapeOf(value), g.Ints({-1}), g.Ints({std::numeric_limits<int64_t>::max()})});
+  return g.Op("Reshape", {value, g.Op("Concat", {g.Ints({-1}), last}, {{"axis", Attribute::Int(0)}})});
+}
+
+// Y = A @ B (numpy): 1-D operands are promoted to matrices (and dY with them), then
+// dA = dY @ B^T and dB = A^T @ dY, summed over broadcast batch dimensions by the walk.
+void MatMulGradient(GradientContext& g) {
+  const int64_t rank_a = StaticRank(g, g.X(0)), rank_b = StaticRank(g, g.X(1));
+  ET_CHECK(rank_a >= 1 && rank_b >= 1, ErrorCode::kNotImplemented, g.node().Describe(),
+           ": the gradient of MatMul needs the ranks of both inputs, which shape inference does not know");
+  std::string a = g.X(0), b = g.X(1), dy = g.dY(0);
+  if (rank_a == 1) a = g.Op("Unsqueeze", {a, g.Ints({0})});
+  if (rank_b == 1) b = g.Op("Unsqueeze", {b, g.Ints({1})});
+  if (rank_a == 1 && rank_b == 1) {
+    dy = g.Op("Reshape", {dy, g.Ints({1, 1})});
+  } else if (rank_a == 1) {
+    dy = g.Op("Unsqueeze", {dy, g.Ints({-2})});
+  } else if (rank_b == 1) {
+    dy = g.Op("Unsqueeze", {dy, g.Ints({-1})});
+  }
+  const int64_t matrix_rank_a = std::max<int64_t>(rank_a, 2), matrix_rank_b = std::max<int64_t>(rank_b, 2);
+  const bool batched = std::max(matrix_rank_a, matrix_rank_b) > 2;
+  if (g.NeedsGrad(0)) {
+    std::string da = batched ? g.Op("MatMul", {dy, TransposeLastTwo(g, b, matrix_rank_b)})
+                             : g.Op("Gemm", {dy, b}, {{"transB", Attribute::Int(1)}});
+    if (rank_a == 1) da = g.Op("Squeeze", {da, g.Ints({-2})});
+    g.SetGrad(0, da, /*maybe_broadcast=*/batched);
+  }
+  if (g.NeedsGrad(1)) {
+    std::string db;
+    if (!batched) {
+      db = g.Op("Gemm", {a, dy}, {{"transA", Attribute::Int(1)}});
+    } else if (matrix_rank_b == 2) {
+      // One B for every batch: fold the batch into rows, one product instead of a broadcast sum.
+      db = g.Op("Gemm", {RowsOf(g, a), RowsOf(g, dy)}, {{"transA", Attribute::Int(1)}});
+    } else {
+      db = g.Op("MatMul", {TransposeLastTwo(g, a, matrix_rank_a), dy});
+    }
+    if (rank_b == 1) db = g.Op("Squeeze", {db, g.Ints({-1})});
+    g.SetGrad(1, db, batched && matrix_rank_b > 2);
+  }
+}
+
+// Y = alpha * op(A) op(B) + beta * C.
+void GemmGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
+  const float alpha = node.GetFloat("alpha", 1.0f), beta = node.GetFloat("beta", 1.0f);
+  const std::string& dy = g.dY(0);
+  // alpha * op(X) op(Z) with the given transposes, as one Gemm.
+  auto product = [&](const std::string& x, bool tx, const std::string& z, bool tz) {
+    std::map<std::string, Attribute> attrs;
+    if (tx) attrs["transA"] = Attribute::Int(1);
+    if (tz) attrs["transB"] = Attribute::Int(1);
+    if (alpha != 1.0f) attrs["alpha"] = Attribute::Float(alpha);
+    return g.Op("Gemm", {x, z}, std::move(attrs));
+  };
+  if (g.NeedsGrad(0)) {
+    // op(A) = A: dA = dY op(B)^T.  op(A) = A^T: dA = op(B) dY^T.
+    g.SetGrad(0, trans_a ? product(g.X(1), trans_b, dy, true) : product(dy, false, g.X(1), !trans_b));
+  }
+  if (g.NeedsGrad(1)) {
+    // op(B) = B: dB = op(A)^T dY.  op(B) = B^T: dB = dY^T op(A).
+    g.SetGrad(1, trans_b ? product(dy, true, g.X(0), trans_a) : product(g.X(0), !trans_a, dy, false));
+  }
+  if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) {
+    std::string dc = beta == 1.0f ? dy : g.Op("Mul", {dy, g.ScalarLike(beta, g.Y(0))});
+    g.SetGrad(2, dc, /*maybe_broadcast=*/true);
+  }
+}
+
+// An Einsum equation as terms (spaces removed); an implicit output is made explicit.
+struct EinsumTerms {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+
+std::string EinsumLetters(const std::string& term) {
+  std::string letters;
+  for (char c : term)
+    if (c != '.') letters += c;
+  return letters;
+}
+
+EinsumTerms SplitEinsum(const std::string& equation) {
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq += c;
+  EinsumTerms terms;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.inputs.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (arrow != std::string::npos) {
+    terms.output = eq.substr(arrow + 2);
+    return terms;
+  }
+  std::map<char, int> counts;
+  bool ellipsis = false;
+  for (const auto& term : terms.inputs) {
+    ellipsis = ellipsis || term.find("...") != std::string::npos;
+    for (char c : EinsumLetters(term)) ++counts[c];
+  }
+  if (ellipsis) terms.output = "...";
+  for (const auto& [c, count] : counts)
+    if (count == 1) terms.output += c;
+  return terms;
+}
+
+// Whether input `i`'s ellipsis dimensions are statically the output's (no broadcast to undo).
+bool EllipsisMatchesOutput(const GradientContext& g, size_t i, const EinsumTerms& terms) {
+  const ValueInfo* in = g.Info(g.X(i));
+  const ValueInfo* out = g.Info(g.Y(0));
+  if (!in || !out || !in->has_shape || !out->has_shape) return false;
+  const std::string& term = terms.inputs[i];
+  const int64_t in_dims = static_cast<int64_t>(in->shape.size()) - static_cast<int64_t>(EinsumLetters(term).size());
+  const int64_t out_dims =
+      static_cast<int64_t>(out->shape.size()) - static_cast<int64_t>(EinsumLetters(terms.output).size());
+  if (in_dims != out_dims) return false;
+  const size_t in_at = term.find("..."), out_at = terms.output.find("...");
+  for (int64_t e = 0; e < in_dims; ++e) {
+    const Dim& a = in->shape[in_at + static_cast<size_t>(e)];
+    const Dim& b = out->shape[out_at + static_cast<size_t>(e)];
+    if (!a.known() || !b.known() || a.value != b.value) return false;
+  }
+  return true;
+}
+
+// `grad` has the output's (broadcast) ellipsis dimensions followed by input i's letters, and input
+// i's term starts with the ellipsis: sums it to input i's shape, statically when shapes are known.
+std::string SumEllipsisBack(GradientContext& g, const std::string& grad, size_t i, const EinsumTerms& terms) {
+  const ValueInfo* in = g.Info(g.X(i));
+  const ValueInfo* out = g.Info(g.Y(0));
+  const int64_t letters = static_cast<int64_t>(EinsumLetters(terms.inputs[i]).size());
+  const size_t out_at = terms.output.find("...");
+  bool known = in && out && in->has_shape && out->has_shape;
+  int64_t in_dims = 0, out_dims = 0;
+  if (known) {
+    in_dims = static_cast<int64_t>(in->shape.size()) - letters;
+    out_dims = static_cast<int64_t>(out->shape.size()) - static_cast<int64_t>(EinsumLetters(terms.output).size());
+    known = in_dims >= 0 && out_dims >= in_dims;
+  }
+  std::vector<int64_t> axes;
+  const int64_t lead = out_dims - in_dims;
+  for (int64_t d = 0; known && d < out_dims; ++d) {
+    const Dim& o = out->shape[out_at + static_cast<size_t>(d)];
+    if (d < lead) {
+      axes.push_back(d);
+      continue;
+    }
+    const Dim& a = in->shape[static_cast<size_t>(d - lead)];
+    known = a.known() && o.known();
+    if (known && a.value == 1 && o.value != 1) axes.push_back(d);
+  }
+  if (!known) return g.Op("SumToShape", {grad, g.ShapeOf(g.X(i))}, {}, kEdgetrainDomain);
+  if (axes.empty()) return grad;
+  std::string reduced = g.Op("ReduceSum", {grad, g.Ints(axes)}, {{"keepdims", Attribute::Int(1)}});
+  return g.Op("Reshape", {reduced, g.ShapeOf(g.X(i))});
+}
+
+// dX_i = einsum(dY, the other operands -> term_i); labels that only X_i had (summed inside it) are
+// restored by Expand, broadcast ellipsis dimensions summed back by SumToShape.
+void EinsumGradient(GradientContext& g) {
+  const std::string what = g.node().Describe();
+  const std::string equation = g.node().GetString("equation", "");
+  const EinsumTerms terms = SplitEinsum(equation);
+  ET_CHECK(terms.inputs.size() == g.NumInputs(), ErrorCode::kInvalidModel, what, ": Einsum equation '", equation,
+           "' does not match its ", g.NumInputs(), " inputs");
+  for (size_t i = 0; i < g.NumInputs(); ++i) {
+    if (!g.NeedsGrad(i)) continue;
+    const std::string& term = terms.inputs[i];
+    const std::string letters = EinsumLetters(term);
+    const size_t ellipsis_at = term.find("...");
+    const bool has_ellipsis = ellipsis_at != std::string::npos;
+    ET_CHECK(std::set<char>(letters.begin(), letters.end()).size() == letters.size(), ErrorCode::kNotImplemented,
+             what, ": the gradient of Einsum '", equation, "' is not implemented (repeated label in '", term, "')");
+    ET_CHECK(!has_ellipsis || terms.output.find("...") != std::string::npos, ErrorCode::kNotImplemented, what,
+             ": the gradient of Einsum '", equation, "' is not implemented (ellipsis summed away)");
+    std::string visible = EinsumLetters(terms.output);
+    std::string grad_equation = terms.output;
+    std::vector<std::string> inputs = {g.dY(0)};
+    for (size_t j = 0; j < terms.inputs.size(); ++j) {
+      if (j == i) continue;
+      visible += EinsumLetters(terms.inputs[j]);
+      grad_equation += "," + terms.inputs[j];
+      inputs.push_back(g.X(j));
+    }
+    // The target term keeps visible labels; a dropped label's axis counts from the front before the
+    // ellipsis and from the back after it.
+    std::string target;
+    std::vector<int64_t> dropped_axes;
+    const size_t letters_before = has_ellipsis ? ellipsis_at : letters.size();
+    for (size_t p = 0; p < letters.size(); ++p) {
+      if (has_ellipsis && p == letters_before) target += "...";
+      if (visible.find(letters[p]) != std::string::npos) {
+        target += letters[p];
+      } else {
+        dropped_axes.push_back(p < letters_before ? static_cast<int64_t>(p)
+                                                  : static_cast<int64_t>(p) - static_cast<int64_t>(letters.size()));
+      }
+    }
+    if (has_ellipsis && letters_before == letters.size()) target += "...";
+    grad_equation += "->" + target;
+    std::string grad = g.Op("Einsum", inputs, {{"equation", Attribute::String(grad_equation)}});
+    const bool ellipsis_broadcast = has_ellipsis && !EllipsisMatchesOutput(g, i, terms);
+    if (ellipsis_broadcast) {
+      ET_CHECK(ellipsis_at == 0 && dropped_axes.empty(), ErrorCode::kNotImplemented, what,
+               ": the gradient of Einsum '", equation, "' is not implemented (broadcast ellipsis in '", term, "')");
+      grad = SumEllipsisBack(g, grad, i, terms);
+    }
+    if (!dropped_axes.empty()) {
+      grad = g.Op("Unsqueeze", {grad, g.Ints(dropped_axes)});
+      grad = g.Op("Expand", {grad, g.ShapeOf(g.X(i))});
+    }
+    g.SetGrad(i, grad);
+  }
+}
+
 }  // namespace
 
 void RegisterMatMulOps(OpRegistry& r) {
@@ -635,6 +881,9 @@ void RegisterMatMulOps(OpRegistry& r) {
   RegisterOnnx(r, "MatMulInteger", MatMulIntegerKernel);
   RegisterOnnx(r, "QLinearMatMul", QLinearMatMulKernel);
   RegisterOnnx(r, "Einsum", EinsumKernel);
+  r.SetGradient("MatMul", MatMulGradient);
+  r.SetGradient("Gemm", GemmGradient);
+  r.SetGradient("Einsum", EinsumGradient);
 }
 
 }  // namespace edgetrain

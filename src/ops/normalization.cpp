@@ -1,10 +1,14 @@
 // Normalization family: BatchNormalization, InstanceNormalization, LayerNormalization,
-// LpNormalization, MeanVarianceNormalization, LRN.
+// LpNormalization, MeanVarianceNormalization, LRN; gradient rules for the first three and the fused
+// ai.edgetrain BatchNormalizationGrad and LayerNormalizationGrad.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -411,12 +415,463 @@ void LocalResponseNormalization(KernelContext& ctx) {
   });
 }
 
+// ---- Fused backward kernels ----
+
+// Builds a FunctionDef in standard ONNX ops (opset 17), one node at a time.
+class FunctionBody {
+ public:
+  FunctionBody(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
+               std::vector<std::string> attributes)
+      : f_(std::make_shared<FunctionDef>()) {
+    f_->domain = kEdgetrainDomain;
+    f_->name = std::move(name);
+    f_->inputs = std::move(inputs);
+    f_->outputs = std::move(outputs);
+    f_->attributes = std::move(attributes);
+  }
+  void Add(const std::string& op, std::vector<std::string> inputs, const std::string& output,
+           std::map<std::string, Attribute> attributes = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f_->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    n.attributes = std::move(attributes);
+    f_->nodes.push_back(std::move(n));
+  }
+  void Ints(const std::string& output, const std::vector<int64_t>& values) {
+    const Tensor value = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
+    Add("Constant", {}, output, {{"value", Attribute::TensorValue(value)}});
+  }
+  std::shared_ptr<const FunctionDef> Done() { return f_; }
+
+ private:
+  std::shared_ptr<FunctionDef> f_;
+};
+
+Attribute Keepdims(bool keep) { return Attribute::Int(keep ? 1 : 0); }
+
+// ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias): the backward
+// of training-mode BatchNormalization, recomputing the batch statistics over [N, spatial].
+//   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat)), xhat = (X - mean) * inv_std
+void BatchNormalizationGradKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
+           ShapeToString(x.shape()));
+  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
+           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
+           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
+  const double epsilon = node.GetFloat("epsilon", 1e-5f);
+  const int64_t batch = x.dim(0), channels = x.dim(1);
+  const int64_t spatial = DimProduct(x.shape(), 2, x.rank());
+  const std::vector<double> scale = ChannelParameter(ctx, 2, "scale", channels);
+  const Tensor& scale_tensor = ctx.Input(2);
+  const double count = static_cast<double>(batch * spatial);
+
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* dyp = dy.data<T>();
+    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    std::vector<double> dscale(channels, 0.0), dbias(channels, 0.0);
+    ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        auto for_each = [&](auto&& fn) {
+          for (int64_t n = 0; n < batch; ++n) {
+            const int64_t offset = (n * channels + c) * spatial;
+            for (int64_t i = 0; i < spatial; ++i) fn(offset + i);
+          }
+        };
+        double sum = 0;
+        for_each([&](int64_t e) { sum += static_cast<double>(xp[e]); });
+        const double mean = count > 0 ? sum / count : 0.0;
+        double squares = 0;
+        for_each([&](int64_t e) {
+          const double d = static_cast<double>(xp[e]) - mean;
+          squares += d * d;
+        });
+        const double inv_std = 1.0 / std::sqrt((count > 0 ? squares / count : 0.0) + epsilon);
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for_each([&](int64_t e) {
+          const double g = static_cast<double>(dyp[e]);
+          sum_dy += g;
+          sum_dy_xhat += g * (static_cast<double>(xp[e]) - mean) * inv_std;
+        });
+        dbias[c] = sum_dy;
+        dscale[c] = sum_dy_xhat;
+        const double mean_dy = count > 0 ? sum_dy / count : 0.0;
+        const double mean_dy_xhat = count > 0 ? sum_dy_xhat / count : 0.0;
+        const double multiplier = scale[c] * inv_std;
+        for_each([&](int64_t e) {
+          const double xhat = (static_cast<double>(xp[e]) - mean) * inv_std;
+          dxp[e] = static_cast<T>(multiplier * (static_cast<double>(dyp[e]) - mean_dy - xhat * mean_dy_xhat));
+        });
+      }
+    });
+    StoreDoubles(ctx.Output(1, scale_tensor.shape(), scale_tensor.dtype()), dscale, node.Describe());
+    StoreDoubles(ctx.Output(2, scale_tensor.shape(), scale_tensor.dtype()), dbias, node.Describe());
+  });
+}
+
+// BatchNormalizationGrad in standard ops: X and dY viewed as [N, C, spatial], statistics over axes 0, 2.
+std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
+  FunctionBody f("BatchNormalizationGrad", {"dY", "X", "scale"}, {"dX", "dScale", "dBias"}, {"epsilon"});
+  const Attribute axes = Attribute::Ints({0, 2});
+  f.Ints("shape3", {0, 0, -1});
+  f.Ints("channel_shape", {1, -1, 1});
+  f.Ints("axes", {0, 2});
+  f.Add("Constant", {}, "epsilon_float", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")}});
+  f.Add("CastLike", {"epsilon_float", "X"}, "epsilon");
+  f.Add("Reshape", {"X", "shape3"}, "x3");
+  f.Add("Reshape", {"dY", "shape3"}, "dy3");
+  f.Add("ReduceMean", {"x3"}, "mean", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Add("Sub", {"x3", "mean"}, "centered");
+  f.Add("Mul", {"centered", "centered"}, "squares");
+  f.Add("ReduceMean", {"squares"}, "var", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Add("Add", {"var", "epsilon"}, "var_eps");
+  f.Add("Sqrt", {"var_eps"}, "std");
+  f.Add("Reciprocal", {"std"}, "inv_std");
+  f.Add("Mul", {"centered", "inv_std"}, "xhat");
+  f.Add("Mul", {"dy3", "xhat"}, "dy_xhat");
+  f.Add("ReduceSum", {"dy3", "axes"}, "sum_dy", {{"keepdims", Keepdims(false)}});
+  f.Add("ReduceSum", {"dy_xhat", "axes"}, "sum_dy_xhat", {{"keepdims", Keepdims(false)}});
+  f.Add("Shape", {"scale"}, "scale_shape");
+  f.Add("Reshape", {"sum_dy", "scale_shape"}, "dbias_x");
+  f.Add("CastLike", {"dbias_x", "scale"}, "dBias");
+  f.Add("Reshape", {"sum_dy_xhat", "scale_shape"}, "dscale_x");
+  f.Add("CastLike", {"dscale_x", "scale"}, "dScale");
+  f.Add("ReduceMean", {"dy3"}, "mean_dy", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Add("ReduceMean", {"dy_xhat"}, "mean_dy_xhat", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Add("CastLike", {"scale", "X"}, "scale_x");
+  f.Add("Reshape", {"scale_x", "channel_shape"}, "scale3");
+  f.Add("Mul", {"scale3", "inv_std"}, "multiplier");
+  f.Add("Sub", {"dy3", "mean_dy"}, "dy_centered");
+  f.Add("Mul", {"xhat", "mean_dy_xhat"}, "projection");
+  f.Add("Sub", {"dy_centered", "projection"}, "residual");
+  f.Add("Mul", {"multiplier", "residual"}, "dx3");
+  f.Add("Shape", {"X"}, "x_shape");
+  f.Add("Reshape", {"dx3", "x_shape"}, "dX");
+  return f.Done();
+}
+
+// ai.edgetrain.LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev; axis) -> (dX, dScale, dB),
+// with dScale and dB of the normalized shape X.shape[axis:] (summed over the leading axes):
+//   dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Scale, means over normalized axes
+void LayerNormalizationGradKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 1");
+  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
+           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
+           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe() + " attribute 'axis'");
+  const Shape normalized(x.shape().begin() + axis, x.shape().end());
+  const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
+  const int64_t cols = NumElements(normalized);
+  const std::vector<double> means = ctx.Input(3).ToDoubleVector();
+  const std::vector<double> inv_stds = ctx.Input(4).ToDoubleVector();
+  ET_CHECK(static_cast<int64_t>(means.size()) == rows && static_cast<int64_t>(inv_stds.size()) == rows,
+           ErrorCode::kInvalidArgument, node.Describe(), ": Mean ", ShapeToString(ctx.Input(3).shape()),
+           " and InvStdDev ", ShapeToString(ctx.Input(4).shape()), " must hold one value per row (", rows, ")");
+
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const std::vector<T> scale = ExpandToNormalizedShape<T>(ctx, ctx.Input(2), "Scale", normalized);
+    const T* xp = x.data<T>();
+    const T* dyp = dy.data<T>();
+    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    ctx.threads().ParallelFor(rows, GrainFor(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T* xr = xp + row * cols;
+        const T* dyr = dyp + row * cols;
+        const double mean = means[row], inv_std = inv_stds[row];
+        double sum_g = 0, sum_g_xhat = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          const double g = static_cast<double>(dyr[i]) * static_cast<double>(scale[i]);
+          sum_g += g;
+          sum_g_xhat += g * (static_cast<double>(xr[i]) - mean) * inv_std;
+        }
+        const double mean_g = cols > 0 ? sum_g / static_cast<double>(cols) : 0.0;
+        const double mean_g_xhat = cols > 0 ? sum_g_xhat / static_cast<double>(cols) : 0.0;
+        T* dxr = dxp + row * cols;
+        for (int64_t i = 0; i < cols; ++i) {
+          const double g = static_cast<double>(dyr[i]) * static_cast<double>(scale[i]);
+          const double xhat = (static_cast<double>(xr[i]) - mean) * inv_std;
+          dxr[i] = static_cast<T>(inv_std * (g - mean_g - xhat * mean_g_xhat));
+        }
+      }
+    });
+    // Column sums; each task owns a contiguous range of columns and walks the rows in order.
+    std::vector<double> dscale(static_cast<size_t>(cols), 0.0), dbias(static_cast<size_t>(cols), 0.0);
+    ctx.threads().ParallelFor(cols, GrainFor(rows), [&](int64_t begin, int64_t end) {
+      for (int64_t row = 0; row < rows; ++row) {
+        const T* xr = xp + row * cols;
+        const T* dyr = dyp + row * cols;
+        const double mean = means[row], inv_std = inv_stds[row];
+        for (int64_t i = begin; i < end; ++i) {
+          const double g = static_cast<double>(dyr[i]);
+          dbias[i] += g;
+          dscale[i] += g * (static_cast<double>(xr[i]) - mean) * inv_std;
+        }
+      }
+    });
+    StoreDoubles(ctx.Output(1, normalized, x.dtype()), dscale, node.Describe());
+    StoreDoubles(ctx.Output(2, normalized, x.dtype()), dbias, node.Describe());
+  });
+}
+
+// LayerNormalizationGrad in standard ops: X, dY, Mean and InvStdDev flattened to [rows, cols] at `axis`.
+std::shared_ptr<const FunctionDef> LayerNormalizationGradFunction() {
+  FunctionBody f("LayerNormalizationGrad", {"dY", "X", "Scale", "Mean", "InvStdDev"}, {"dX", "dScale", "dB"},
+                 {"axis"});
+  const Attribute axis = Attribute::Ref(Attribute::Kind::kInt, "axis");
+  const Attribute last_axis = Attribute::Ints({1});
+  f.Ints("row_shape", {1, -1});
+  f.Ints("first_axis", {0});
+  f.Add("Flatten", {"X"}, "x2", {{"axis", axis}});
+  f.Add("Flatten", {"dY"}, "dy2", {{"axis", axis}});
+  f.Add("Flatten", {"Mean"}, "mean_any", {{"axis", axis}});
+  f.Add("Flatten", {"InvStdDev"}, "inv_std_any", {{"axis", axis}});
+  f.Add("CastLike", {"mean_any", "X"}, "mean2");
+  f.Add("CastLike", {"inv_std_any", "X"}, "inv_std2");
+  f.Add("Shape", {"X"}, "normalized_shape", {{"start", axis}});
+  f.Add("Expand", {"Scale", "normalized_shape"}, "scale_full");
+  f.Add("Reshape", {"scale_full", "row_shape"}, "scale2");
+  f.Add("Sub", {"x2", "mean2"}, "centered");
+  f.Add("Mul", {"centered", "inv_std2"}, "xhat");
+  f.Add("Mul", {"dy2", "scale2"}, "g");
+  f.Add("Mul", {"g", "xhat"}, "g_xhat");
+  f.Add("ReduceMean", {"g"}, "mean_g", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Add("ReduceMean", {"g_xhat"}, "mean_g_xhat", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Add("Sub", {"g", "mean_g"}, "g_centered");
+  f.Add("Mul", {"xhat", "mean_g_xhat"}, "projection");
+  f.Add("Sub", {"g_centered", "projection"}, "residual");
+  f.Add("Mul", {"inv_std2", "residual"}, "dx2");
+  f.Add("Shape", {"X"}, "x_shape");
+  f.Add("Reshape", {"dx2", "x_shape"}, "dX");
+  f.Add("Mul", {"dy2", "xhat"}, "dy_xhat");
+  f.Add("ReduceSum", {"dy_xhat", "first_axis"}, "dscale_flat", {{"keepdims", Keepdims(false)}});
+  f.Add("Reshape", {"dscale_flat", "normalized_shape"}, "dScale");
+  f.Add("ReduceSum", {"dy2", "first_axis"}, "dbias_flat", {{"keepdims", Keepdims(false)}});
+  f.Add("Reshape", {"dbias_flat", "normalized_shape"}, "dB");
+  return f.Done();
+}
+
+// ---- Gradient rules ----
+
+// `value` cast to the element type of `like` when static types say they differ.
+std::string AsTypeOf(GradientContext& g, const std::string& value, const std::string& like) {
+  const ValueInfo* a = g.Info(value);
+  const ValueInfo* b = g.Info(like);
+  const bool differ = a && b && a->dtype != DataType::kUndefined && b->dtype != DataType::kUndefined &&
+                      a->dtype != b->dtype;
+  return differ ? g.Op("CastLike", {value, like}) : value;
+}
+
+// Before opset 14, training mode was implied by requesting any statistics output.
+bool BatchNormIsTraining(const GradientContext& g) {
+  if (g.opset() >= 14) return g.node().GetInt("training_mode", 0) != 0;
+  for (size_t i = 1; i < g.NumOutputs(); ++i) {
+    if (!g.Y(i).empty()) return true;
+  }
+  return false;
+}
+
+// BatchNormalization. Training mode: the fused BatchNormalizationGrad (batch statistics). Inference:
+// y = (x - mean) * a + B with a = scale / sqrt(var + eps), an affine map per channel. The running
+// statistics outputs (and the saved ones of old opsets) are not differentiable.
+void BatchNormalizationGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string dy = g.dY(0);
+  if (dy.empty()) return;
+  ET_CHECK(g.opset() >= 9 || node.GetInt("spatial", 1) != 0, ErrorCode::kNotImplemented, node.Describe(),
+           ": the gradient of BatchNormalization with spatial=0 is not supported");
+  const float epsilon = node.GetFloat("epsilon", 1e-5f);
+  const std::string& x = g.X(0);
+  const std::string& scale = g.X(1);
+
+  if (BatchNormIsTraining(g)) {
+    if (!g.NeedsGrad(0) && !g.NeedsGrad(1) && !g.NeedsGrad(2)) return;
+    const std::vector<std::string> grads =
+        g.Emit("BatchNormalizationGrad", {dy, x, scale}, 3, {{"epsilon", Attribute::Float(epsilon)}}, kEdgetrainDomain);
+    for (size_t i = 0; i < 3; ++i) g.SetGrad(i, grads[i]);
+    return;
+  }
+
+  // Inference: X and dY viewed as [N, C, spatial]; per-channel vectors as [1, C, 1].
+  const std::string shape3 = g.Ints({0, 0, -1});
+  const std::string channel_shape = g.Ints({1, -1, 1});
+  const std::string axes = g.Ints({0, 2});
+  const std::string dy3 = g.Op("Reshape", {dy, shape3});
+  auto channel_sum = [&](const std::string& value) {
+    return g.Op("ReduceSum", {value, axes}, {{"keepdims", Attribute::Int(0)}});
+  };
+  const std::string scale_x = AsTypeOf(g, scale, x);
+  const std::string mean_x = AsTypeOf(g, g.X(3), x);
+  const std::string var_x = AsTypeOf(g, g.X(4), x);
+  const std::string inv_std =
+      g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var_x, g.ScalarLike(epsilon, x)})})});
+  const std::string multiplier = g.Op("Mul", {scale_x, inv_std});
+  if (g.NeedsGrad(0)) {
+    const std::string dx3 = g.Op("Mul", {dy3, g.Op("Reshape", {multiplier, channel_shape})});
+    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
+  }
+  const bool needs_sum_dy = g.NeedsGrad(2) || g.NeedsGrad(3);
+  const std::string sum_dy = needs_sum_dy ? channel_sum(dy3) : "";
+  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, sum_dy, g.X(2)));
+  if (g.NeedsGrad(3)) g.SetGrad(3, AsTypeOf(g, g.Op("Neg", {g.Op("Mul", {sum_dy, multiplier})}), g.X(3)));
+  if (g.NeedsGrad(1) || g.NeedsGrad(4)) {
+    const std::string x3 = g.Op("Reshape", {x, shape3});
+    const std::string centered = g.Op("Sub", {x3, g.Op("Reshape", {mean_x, channel_shape})});
+    const std::string sum_dy_centered = channel_sum(g.Op("Mul", {dy3, centered}));
+    // dscale = sum(dY * (x - mean)) * inv_std; dvar = -0.5 * sum(dY * (x - mean)) * scale * inv_std^3.
+    if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, g.Op("Mul", {sum_dy_centered, inv_std}), scale));
+    if (g.NeedsGrad(4)) {
+      const std::string minus_half_inv_var = g.Op("Mul", {g.ScalarLike(-0.5, x), g.Op("Mul", {inv_std, inv_std})});
+      const std::string dvar = g.Op("Mul", {g.Op("Mul", {sum_dy_centered, multiplier}), minus_half_inv_var});
+      g.SetGrad(4, AsTypeOf(g, dvar, g.X(4)));
+    }
+  }
+}
+
+// InstanceNormalization: statistics per (n, c) over the spatial axes, in plain ops on [N, C, spatial].
+void InstanceNormalizationGradient(GradientContext& g) {
+  const std::string dy = g.dY(0);
+  if (dy.empty()) return;
+  const std::string& x = g.X(0);
+  const std::string shape3 = g.Ints({0, 0, -1});
+  const std::string batch_and_spatial = g.Ints({0, 2});
+  const std::string dy3 = g.Op("Reshape", {dy, shape3});
+  auto channel_sum = [&](const std::string& value) {
+    return g.Op("ReduceSum", {value, batch_and_spatial}, {{"keepdims", Attribute::Int(0)}});
+  };
+  auto spatial_mean = [&](const std::string& value) {
+    return g.Op("ReduceMean", {value}, {{"axes", Attribute::Ints({2})}, {"keepdims", Attribute::Int(1)}});
+  };
+  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, channel_sum(dy3), g.X(2)));
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) return;
+
+  const float epsilon = g.node().GetFloat("epsilon", 1e-5f);
+  const std::string x3 = g.Op("Reshape", {x, shape3});
+  const std::string centered = g.Op("Sub", {x3, spatial_mean(x3)});
+  const std::string var = spatial_mean(g.Op("Mul", {centered, centered}));
+  const std::string inv_std = g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var, g.ScalarLike(epsilon, x)})})});
+  const std::string xhat = g.Op("Mul", {centered, inv_std});
+  const std::string dy_xhat = g.Op("Mul", {dy3, xhat});
+  if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, channel_sum(dy_xhat), g.X(1)));
+  if (g.NeedsGrad(0)) {
+    const std::string scale3 = g.Op("Reshape", {AsTypeOf(g, g.X(1), x), g.Ints({1, -1, 1})});
+    const std::string residual = g.Op(
+        "Sub", {g.Op("Sub", {dy3, spatial_mean(dy3)}), g.Op("Mul", {xhat, spatial_mean(dy_xhat)})});
+    const std::string dx3 = g.Op("Mul", {g.Op("Mul", {scale3, inv_std}), residual});
+    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
+  }
+}
+
+// Whether static shapes show that `param` has exactly X's dims from `axis` on.
+bool HasNormalizedShape(const GradientContext& g, const std::string& x, const std::string& param, int64_t axis) {
+  const ValueInfo* xi = g.Info(x);
+  const ValueInfo* pi = g.Info(param);
+  if (!xi || !pi || !xi->has_shape || !pi->has_shape) return false;
+  const int64_t rank = static_cast<int64_t>(xi->shape.size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank || static_cast<int64_t>(pi->shape.size()) != rank - axis) return false;
+  for (int64_t d = axis; d < rank; ++d) {
+    const Dim& a = xi->shape[d];
+    const Dim& b = pi->shape[d - axis];
+    const bool same = (a.known() && b.known() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
+    if (!same) return false;
+  }
+  return true;
+}
+
+// LayerNormalization: the fused LayerNormalizationGrad for dY; plain ops for gradients arriving at
+// the Mean / InvStdDev outputs. Statistics come from the forward node when it saved them in X's
+// precision, else from a second LayerNormalization that outputs them.
+void LayerNormalizationGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string dy = g.dY(0), dmean = g.dY(1), dinv_std = g.dY(2);
+  const std::string& x = g.X(0);
+  const std::string& scale = g.X(1);
+  const std::string& bias = g.X(2);
+  const int64_t axis = node.GetInt("axis", -1);
+  const float epsilon = node.GetFloat("epsilon", 1e-5f);
+  const int64_t stash_type = node.GetInt("stash_type", 1);
+  const bool needs_x = g.NeedsGrad(0), needs_scale = g.NeedsGrad(1), needs_bias = !bias.empty() && g.NeedsGrad(2);
+
+  if (!dy.empty() && needs_bias && !needs_x && !needs_scale) {
+    g.SetGrad(2, dy, /*maybe_broadcast=*/true);
+    return;
+  }
+  const bool dy_flows = !dy.empty() && (needs_x || needs_scale || needs_bias);
+  const bool stats_flow = needs_x && (!dmean.empty() || !dinv_std.empty());
+  if (!dy_flows && !stats_flow) return;
+
+  const DataType x_type = g.TypeOf(x);
+  const bool saved = g.NumOutputs() >= 3 && !g.Y(1).empty() && !g.Y(2).empty() &&
+                     stash_type == static_cast<int64_t>(x_type);
+  std::string mean = g.Y(1), inv_std = g.Y(2);
+  if (!saved) {
+    const std::vector<std::string> recomputed =
+        g.Emit("LayerNormalization", {x, scale}, 3,
+               {{"axis", Attribute::Int(axis)},
+                {"epsilon", Attribute::Float(epsilon)},
+                {"stash_type", Attribute::Int(static_cast<int64_t>(x_type))}});
+    mean = recomputed[1];
+    inv_std = recomputed[2];
+  }
+
+  if (dy_flows) {
+    const std::vector<std::string> grads = g.Emit("LayerNormalizationGrad", {dy, x, scale, mean, inv_std}, 3,
+                                                  {{"axis", Attribute::Int(axis)}}, kEdgetrainDomain);
+    g.SetGrad(0, grads[0]);
+    // dScale and dB have the normalized shape; a parameter that broadcasts to it is summed down.
+    auto to_param = [&](const std::string& value, const std::string& param) {
+      if (HasNormalizedShape(g, x, param, axis)) return value;
+      return g.Op("SumToShape", {value, g.ShapeOf(param)}, {}, kEdgetrainDomain);
+    };
+    if (needs_scale) g.SetGrad(1, to_param(grads[1], scale));
+    if (needs_bias) g.SetGrad(2, to_param(grads[2], bias));
+  }
+
+  if (stats_flow) {
+    // mean = sum(x) / K, inv_std = (var + eps)^-1/2: d inv_std / dx = -inv_std^2 * xhat / K.
+    const std::string count = g.Op(
+        "CastLike", {g.Op("ReduceProd", {g.Op("Shape", {x}, {{"start", Attribute::Int(axis)}})},
+                          {{"keepdims", Attribute::Int(0)}}),
+                     x});
+    std::string dx;
+    if (!dmean.empty()) {
+      dx = g.Op("Div", {g.Op("CastLike", {dmean, x}), count});
+    }
+    if (!dinv_std.empty()) {
+      const std::string xhat = g.Op("Mul", {g.Op("Sub", {x, mean}), inv_std});
+      const std::string coefficient =
+          g.Op("Div", {g.Op("Mul", {g.Op("Mul", {inv_std, inv_std}), g.Op("CastLike", {dinv_std, x})}), count});
+      const std::string term = g.Op("Mul", {coefficient, xhat});
+      dx = dx.empty() ? g.Op("Neg", {term}) : g.Op("Sub", {dx, term});
+    } else {
+      dx = g.Op("Expand", {dx, g.ShapeOf(x)});
+    }
+    g.SetGrad(0, dx);
+  }
+}
+
 }  // namespace
 
 void RegisterNormalizationOps(OpRegistry& r) {
   RegisterOnnx(r, "BatchNormalization", BatchNormalization);
   RegisterOnnx(r, "InstanceNormalization", InstanceNormalization);
   RegisterOnnx(r, "LayerNormalization", LayerNormalization);
+  r.SetGradient("BatchNormalization", BatchNormalizationGradient);
+  r.SetGradient("InstanceNormalization", InstanceNormalizationGradient);
+  r.SetGradient("LayerNormalization", LayerNormalizationGradient);
+  RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel, BatchNormalizationGradFunction());
+  RegisterFused(r, "LayerNormalizationGrad", LayerNormalizationGradKernel, LayerNormalizationGradFunction());
   RegisterOnnx(r, "LpNormalization", LpNormalization);
   RegisterOnnx(r, "MeanVarianceNormalization", MeanVarianceNormalization);
   RegisterOnnx(r, "LRN", LocalResponseNormalization);

@@ -1,13 +1,17 @@
 // MaxPool, AveragePool, LpPool and their Global* forms, over any number of spatial dimensions.
 // The windows are computed once per call as lists of input offsets, then every (image, channel)
-// plane is reduced over them in parallel.
+// plane is reduced over them in parallel. Gradients: fused ai.edgetrain.MaxPoolGrad and
+// AveragePoolGrad (scatter over the same windows), plain-op rules for the Global* forms.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -394,6 +398,279 @@ void MaxUnpoolKernel(KernelContext& ctx) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// MaxPoolGrad and AveragePoolGrad: (dY, X) -> dX, with the forward op's attributes
+
+void CheckPoolGradient(const KernelContext& ctx, const Tensor& dy, const Tensor& x, const PoolGeometry& g) {
+  ET_CHECK(dy.dtype() == x.dtype() && dy.shape() == PoolOutputShape(x, g.output), ErrorCode::kInvalidArgument,
+           ctx.node().Describe(), ": dY of shape ", ShapeToString(dy.shape()), " does not match the pooled shape ",
+           ShapeToString(PoolOutputShape(x, g.output)), " of X");
+}
+
+// Each output's gradient goes to the first maximum of its window (the tap MaxPool's Indices name).
+void MaxPoolGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
+  CheckPoolGradient(ctx, dy, x, g);
+  const PoolWindows windows = BuildWindows(g);
+  Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
+  const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
+  VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* dyp = dy.data<T>();
+    T* dxp = dx.data<T>();
+    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const T* xin = xp + plane * in_size;
+        const T* dyout = dyp + plane * out_size;
+        T* dxin = dxp + plane * in_size;
+        std::fill(dxin, dxin + in_size, T(0));
+        for (int64_t o = 0; o < out_size; ++o) {
+          const int64_t* taps = windows.offsets.data() + windows.begin[o];
+          const int64_t count = windows.begin[o + 1] - windows.begin[o];
+          int64_t best_offset = count > 0 ? taps[0] : 0;
+          T best = -std::numeric_limits<T>::infinity();
+          for (int64_t t = 0; t < count; ++t) {
+            if (xin[taps[t]] > best) {
+              best = xin[taps[t]];
+              best_offset = taps[t];
+            }
+          }
+          dxin[best_offset] += dyout[o];
+        }
+      }
+    });
+  });
+}
+
+// Each output's gradient is spread evenly (by AveragePool's divisor) over its window's taps.
+void AveragePoolGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
+  CheckPoolGradient(ctx, dy, x, g);
+  const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
+  const PoolWindows windows = BuildWindows(g);
+  Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
+  const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
+  VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dyp = dy.data<T>();
+    T* dxp = dx.data<T>();
+    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const T* dyout = dyp + plane * out_size;
+        T* dxin = dxp + plane * in_size;
+        std::fill(dxin, dxin + in_size, T(0));
+        for (int64_t o = 0; o < out_size; ++o) {
+          const int64_t* taps = windows.offsets.data() + windows.begin[o];
+          const int64_t count = windows.begin[o + 1] - windows.begin[o];
+          const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
+          if (divisor <= 0) continue;
+          const T share = dyout[o] / static_cast<T>(divisor);
+          for (int64_t t = 0; t < count; ++t) dxin[taps[t]] += share;
+        }
+      }
+    });
+  });
+}
+
+// Appends the nodes of a function body.
+struct FunctionBuilder {
+  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
+
+  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  }
+  void Ints(const std::string& name, const std::vector<int64_t>& values) {
+    const int64_t n = static_cast<int64_t>(values.size());
+    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>(values, {n}))}});
+  }
+};
+
+Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
+Attribute FloatOne() { return Attribute::TensorValue(Tensor::FromVector<float>({1.0f}, {1})); }
+
+// MaxPoolGrad in standard ops: MaxPool's Indices (flat, row-major) say where each dY goes;
+// ScatterElements with reduction 'add' on the flattened input.
+std::shared_ptr<const FunctionDef> MaxPoolGradFunction() {
+  FunctionBuilder b;
+  b.f->domain = kEdgetrainDomain;
+  b.f->name = "MaxPoolGrad";
+  b.f->inputs = {"dY", "X"};
+  b.f->outputs = {"dX"};
+  b.f->attributes = {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"};
+  b("MaxPool", {"X"}, {"pooled", "indices"},
+    {{"kernel_shape", RefInts("kernel_shape")},
+     {"strides", RefInts("strides")},
+     {"pads", RefInts("pads")},
+     {"auto_pad", Attribute::Ref(Attribute::Kind::kString, "auto_pad")},
+     {"ceil_mode", Attribute::Ref(Attribute::Kind::kInt, "ceil_mode")},
+     {"dilations", RefInts("dilations")}});
+  b.Ints("flat", {-1});
+  b("Reshape", {"indices", "flat"}, {"flat_indices"});
+  b("Reshape", {"dY", "flat"}, {"flat_dy"});
+  b("Reshape", {"X", "flat"}, {"flat_x"});
+  b("Shape", {"flat_x"}, {"count"});
+  b("ConstantOfShape", {"count"}, {"zeros_float"});
+  b("CastLike", {"zeros_float", "X"}, {"zeros"});
+  b("ScatterElements", {"zeros", "flat_indices", "flat_dy"}, {"flat_dx"},
+    {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
+  b("Shape", {"X"}, {"x_shape"});
+  b("Reshape", {"flat_dx", "x_shape"}, {"dX"});
+  return b.f;
+}
+
+// AveragePoolGrad in standard ops (needs explicit strides, pads and count_include_pad):
+// divisors = Conv of a ones plane, padded with count_include_pad and then zeros, by a ones window;
+// dX = ConvTranspose(dY / divisors, ones window) per plane, cropped by the pads.
+std::shared_ptr<const FunctionDef> AveragePoolGradFunction() {
+  FunctionBuilder b;
+  b.f->domain = kEdgetrainDomain;
+  b.f->name = "AveragePoolGrad";
+  b.f->inputs = {"dY", "X"};
+  b.f->outputs = {"dX"};
+  b.f->attributes = {"kernel_shape", "strides", "pads", "count_include_pad", "dilations"};
+  const Attribute axis0 = Attribute::Int(0);
+  const std::map<std::string, Attribute> window_attrs = {{"strides", RefInts("strides")},
+                                                         {"dilations", RefInts("dilations")}};
+  b.Ints("zero", {0});
+  b.Ints("two", {2});
+  b.Ints("to_end", {std::numeric_limits<int64_t>::max()});
+  b.Ints("zeros_2", {0, 0});
+  b.Ints("ones_2", {1, 1});
+  b.Ints("planes_1", {-1, 1});
+  b("Shape", {"X"}, {"x_shape"});
+  b("Shape", {"dY"}, {"dy_shape"});
+  b("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
+  b("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
+  b("Concat", {"ones_2", "x_spatial"}, {"plane_shape"}, {{"axis", axis0}});
+  b("ConstantOfShape", {"plane_shape"}, {"plane_float"}, {{"value", FloatOne()}});
+  b("CastLike", {"plane_float", "X"}, {"plane"});
+  b("Constant", {}, {"kernel"}, {{"value_ints", RefInts("kernel_shape")}});
+  b("Concat", {"ones_2", "kernel"}, {"window_shape"}, {{"axis", axis0}});
+  b("ConstantOfShape", {"window_shape"}, {"window_float"}, {{"value", FloatOne()}});
+  b("CastLike", {"window_float", "X"}, {"window"});
+  b("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
+  b("Constant", {}, {"strides"}, {{"value_ints", RefInts("strides")}});
+  b("Shape", {"pads"}, {"pads_count"});
+  b("Div", {"pads_count", "two"}, {"spatial_rank"});
+  b("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
+  b("Slice", {"pads", "spatial_rank", "to_end"}, {"pad_end"});
+  // Divisors: padding counts as 1 with count_include_pad, beyond it (ceil_mode) nothing counts.
+  b("Constant", {}, {"include_pad"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "count_include_pad")}});
+  b("CastLike", {"include_pad", "X"}, {"pad_value"});
+  b("Concat", {"zeros_2", "pad_begin", "zeros_2", "pad_end"}, {"padding"}, {{"axis", axis0}});
+  b("Pad", {"plane", "padding", "pad_value"}, {"padded"});
+  b("Sub", {"strides", "strides"}, {"spatial_zeros"});
+  b("Concat", {"zeros_2", "spatial_zeros", "zeros_2", "strides"}, {"margin"}, {{"axis", axis0}});
+  b("Pad", {"padded", "margin"}, {"counted"});
+  b("Conv", {"counted", "window"}, {"counts_wide"}, window_attrs);
+  b("Sub", {"dy_spatial", "dy_spatial"}, {"out_zeros"});
+  b("Concat", {"zeros_2", "out_zeros"}, {"count_starts"}, {{"axis", axis0}});
+  b("Concat", {"ones_2", "dy_spatial"}, {"count_ends"}, {{"axis", axis0}});
+  b("Slice", {"counts_wide", "count_starts", "count_ends"}, {"counts"});
+  b("Div", {"dY", "counts"}, {"scaled"});
+  // Spread each plane back over its windows, then crop the padding.
+  b("Concat", {"planes_1", "dy_spatial"}, {"planes_shape"}, {{"axis", axis0}});
+  b("Reshape", {"scaled", "planes_shape"}, {"scaled_planes"});
+  b("ConvTranspose", {"scaled_planes", "window"}, {"spread"}, window_attrs);
+  b("Shape", {"spread"}, {"spread_shape"});
+  b("Slice", {"spread_shape", "two", "to_end"}, {"spread_spatial"});
+  b("Add", {"x_spatial", "pad_begin"}, {"x_end"});
+  b("Sub", {"x_end", "spread_spatial"}, {"crop_end"});
+  b("Neg", {"pad_begin"}, {"crop_begin"});
+  b("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
+  b("Pad", {"spread", "crop"}, {"dx_planes"});
+  b("Reshape", {"dx_planes", "x_shape"}, {"dX"});
+  return b.f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+// Copies the listed attributes of the forward node that are present.
+std::map<std::string, Attribute> CopyAttributes(const Node& node, const std::vector<std::string>& names) {
+  std::map<std::string, Attribute> attrs;
+  for (const auto& name : names)
+    if (const Attribute* a = node.Find(name)) attrs[name] = *a;
+  return attrs;
+}
+
+void MaxPoolGradient(GradientContext& g) {
+  if (g.dY(0).empty()) return;  // only Indices received a gradient (none flows through integers)
+  auto attrs = CopyAttributes(g.node(), {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"});
+  g.SetGrad(0, g.Op("MaxPoolGrad", {g.dY(0), g.X(0)}, std::move(attrs), kEdgetrainDomain));
+}
+
+// AveragePoolGrad takes explicit strides, pads and count_include_pad; auto_pad is resolved here.
+void AveragePoolGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string what = node.Describe();
+  ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
+  const std::vector<int64_t> kernel = node.GetInts("kernel_shape");
+  const size_t spatial = kernel.size();
+  const std::vector<int64_t> strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
+  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  ET_CHECK(strides.size() == spatial && dilations.size() == spatial && pads.size() == 2 * spatial,
+           ErrorCode::kInvalidModel, what, ": strides/dilations/pads do not match kernel_shape");
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") std::fill(pads.begin(), pads.end(), 0);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const ValueInfo* info = g.Info(g.X(0));
+    bool known = info && info->has_shape && info->shape.size() == spatial + 2;
+    for (size_t d = 0; known && d < spatial; ++d) known = info->shape[d + 2].known();
+    ET_CHECK(known, ErrorCode::kNotImplemented, what,
+             ": the gradient with auto_pad SAME needs static spatial sizes of X");
+    for (size_t d = 0; d < spatial; ++d) {
+      const int64_t input = info->shape[d + 2].value;
+      const int64_t out = CeilDiv(input, strides[d]);
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - input);
+      pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[d + spatial] = total - pads[d];
+    }
+  }
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  std::map<std::string, Attribute> attrs = {
+      {"kernel_shape", Attribute::Ints(kernel)},
+      {"strides", Attribute::Ints(strides)},
+      {"pads", Attribute::Ints(pads)},
+      {"dilations", Attribute::Ints(dilations)},
+      {"ceil_mode", Attribute::Int(same ? 0 : node.GetInt("ceil_mode", 0))},
+      {"count_include_pad", Attribute::Int(node.GetInt("count_include_pad", 0))}};
+  g.SetGrad(0, g.Op("AveragePoolGrad", {g.dY(0), g.X(0)}, std::move(attrs), kEdgetrainDomain));
+}
+
+// Number of elements per (image, channel) plane, as a scalar of dY's type.
+std::string PlaneSize(GradientContext& g) {
+  std::string count = g.Op("Div", {g.Op("Size", {g.X(0)}), g.Op("Size", {g.Y(0)})});
+  return g.Op("CastLike", {count, g.dY(0)});
+}
+
+void GlobalAveragePoolGradient(GradientContext& g) {
+  std::string spread = g.Op("Expand", {g.dY(0), g.ShapeOf(g.X(0))});
+  g.SetGrad(0, g.Op("Div", {spread, PlaneSize(g)}));
+}
+
+// The gradient goes to the maxima of each plane, split evenly between tied maxima.
+void GlobalMaxPoolGradient(GradientContext& g) {
+  std::string mask = g.Op("CastLike", {g.Op("Equal", {g.X(0), g.Y(0)}), g.dY(0)});
+  std::string planes = g.Op("Reshape", {mask, g.Ints({0, 0, -1})});
+  std::string ties = g.Op("ReduceSum", {planes, g.Ints({2})}, {{"keepdims", Attribute::Int(1)}});
+  std::string share = g.Op("Div", {g.dY(0), g.Op("Reshape", {ties, g.ShapeOf(g.Y(0))})});
+  g.SetGrad(0, g.Op("Mul", {mask, share}));
+}
+
 }  // namespace
 
 void RegisterPoolOps(OpRegistry& r) {
@@ -404,6 +681,12 @@ void RegisterPoolOps(OpRegistry& r) {
   RegisterOnnx(r, "GlobalMaxPool", GlobalMaxPoolKernel);
   RegisterOnnx(r, "GlobalLpPool", GlobalLpPoolKernel);
   RegisterOnnx(r, "MaxUnpool", MaxUnpoolKernel);
+  r.SetGradient("MaxPool", MaxPoolGradient);
+  r.SetGradient("AveragePool", AveragePoolGradient);
+  r.SetGradient("GlobalAveragePool", GlobalAveragePoolGradient);
+  r.SetGradient("GlobalMaxPool", GlobalMaxPoolGradient);
+  RegisterFused(r, "MaxPoolGrad", MaxPoolGradKernel, MaxPoolGradFunction());
+  RegisterFused(r, "AveragePoolGrad", AveragePoolGradKernel, AveragePoolGradFunction());
 }
 
 }  // namespace edgetrain

@@ -1,11 +1,15 @@
 // Random family: Dropout, RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike, Bernoulli.
 // All are registered as non-deterministic so that constant folding never evaluates them.
+// Dropout's gradient rule and the fused ai.edgetrain DropoutGrad live here too.
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -172,6 +176,96 @@ void Dropout(KernelContext& ctx) {
   });
 }
 
+// ai.edgetrain.DropoutGrad(dY, mask, ratio, training_mode) -> dX: dY * mask / (1 - ratio) in
+// training mode, else dY (the forward pass was the identity).
+void DropoutGradKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& mask = ctx.Input(1);
+  const Tensor& ratio_tensor = ctx.Input(2);
+  const Tensor& training_tensor = ctx.Input(3);
+  ET_CHECK(ratio_tensor.numel() == 1 && training_tensor.numel() == 1, ErrorCode::kInvalidArgument, node.Describe(),
+           ": ratio and training_mode must be scalars, got ", ShapeToString(ratio_tensor.shape()), " and ",
+           ShapeToString(training_tensor.shape()));
+  const bool training = training_tensor.ToDoubleVector()[0] != 0.0;
+  const double ratio = ratio_tensor.ToDoubleVector()[0];
+  Tensor& dx = ctx.Output(0, dy.shape(), dy.dtype());
+  if (!training) {
+    if (!dx.SameData(dy) && dy.nbytes() > 0) std::memcpy(dx.raw(), dy.raw(), dy.nbytes());
+    return;
+  }
+  ET_CHECK(mask.shape() == dy.shape(), ErrorCode::kInvalidArgument, node.Describe(), ": mask ",
+           ShapeToString(mask.shape()), " does not match dY ", ShapeToString(dy.shape()));
+  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
+           " is outside [0, 1)");
+  std::vector<bool> keep(static_cast<size_t>(mask.numel()));
+  if (mask.dtype() == DataType::kBool) {
+    const bool* m = mask.data<bool>();
+    for (int64_t i = 0; i < mask.numel(); ++i) keep[i] = m[i];
+  } else {
+    const std::vector<double> m = mask.ToDoubleVector();
+    for (size_t i = 0; i < m.size(); ++i) keep[i] = m[i] != 0.0;
+  }
+  VisitFloat(dy.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T one = T(1);
+    const T scale = one / (one - static_cast<T>(ratio));  // as the function body computes it
+    const T* src = dy.data<T>();
+    T* dst = dx.data<T>();
+    for (int64_t i = 0; i < dy.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
+  });
+}
+
+// DropoutGrad in standard ops: Where(training_mode, dY * mask * (1 / (1 - ratio)), dY).
+std::shared_ptr<const FunctionDef> DropoutGradFunction() {
+  auto f = std::make_shared<FunctionDef>();
+  f->domain = kEdgetrainDomain;
+  f->name = "DropoutGrad";
+  f->inputs = {"dY", "mask", "ratio", "training_mode"};
+  f->outputs = {"dX"};
+  auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& output,
+                 std::map<std::string, Attribute> attributes = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    n.attributes = std::move(attributes);
+    f->nodes.push_back(std::move(n));
+  };
+  add("Constant", {}, "one_float", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(1.0f))}});
+  add("CastLike", {"one_float", "dY"}, "one");
+  add("CastLike", {"ratio", "dY"}, "ratio_t");
+  add("Sub", {"one", "ratio_t"}, "keep_probability");
+  add("Div", {"one", "keep_probability"}, "scale");
+  add("CastLike", {"mask", "dY"}, "mask_t");
+  add("Mul", {"dY", "mask_t"}, "masked");
+  add("Mul", {"masked", "scale"}, "scaled");
+  add("Cast", {"training_mode"}, "training", {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
+  add("Where", {"training", "scaled", "dY"}, "dX");
+  return f;
+}
+
+// Dropout: the identity unless the node can run in training mode (opset 12+ with a training_mode
+// input); then dX = dY * mask / (1 - ratio), which needs the forward node's mask output.
+void DropoutGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string dy = g.dY(0);
+  if (dy.empty()) return;  // the mask is not differentiable
+  const bool may_train = g.opset() >= 12 && !g.X(2).empty();
+  if (!may_train) {
+    g.SetGrad(0, dy);
+    return;
+  }
+  ET_CHECK(g.NumOutputs() >= 2 && !g.Y(1).empty(), ErrorCode::kNotImplemented, node.Describe(),
+           ": the gradient of a Dropout with a training_mode input needs the node's mask output (output 1), "
+           "which the model does not request; the artifact generator must add a mask output to Dropout "
+           "nodes before building the gradient graph");
+  const std::string ratio =
+      !g.X(1).empty() ? g.X(1) : g.Constant(Tensor::Scalar<float>(node.GetFloat("ratio", 0.5f)));
+  g.SetGrad(0, g.Op("DropoutGrad", {dy, g.Y(1), ratio, g.X(2)}, {}, kEdgetrainDomain));
+}
+
 void RegisterRandom(OpRegistry& r, const std::string& op_type, KernelFn fn) {
   RegisterRandomOnnx(r, op_type, std::move(fn));
 }
@@ -180,6 +274,8 @@ void RegisterRandom(OpRegistry& r, const std::string& op_type, KernelFn fn) {
 
 void RegisterRandomOps(OpRegistry& r) {
   RegisterRandom(r, "Dropout", Dropout);
+  r.SetGradient("Dropout", DropoutGradient);
+  RegisterFused(r, "DropoutGrad", DropoutGradKernel, DropoutGradFunction());
   RegisterRandom(r, "RandomNormal", [](KernelContext& ctx) { RandomNormal(ctx, false); });
   RegisterRandom(r, "RandomNormalLike", [](KernelContext& ctx) { RandomNormal(ctx, true); });
   RegisterRandom(r, "RandomUniform", [](KernelContext& ctx) { RandomUniform(ctx, false); });

@@ -410,6 +410,132 @@ void ReduceSumGradient(GradientContext& g) {
   g.SetGrad(0, g.Op("Expand", {dy, g.ShapeOf(g.X(0))}));
 }
 
+// How a Reduce* node names its reduced axes, read the way the kernel reads them.
+struct ReduceAxes {
+  std::string axes;  // int64 1-D value (input 1 or the 'axes' attribute); "" when none is given
+  bool keepdims = true;
+  bool identity = false;  // noop_with_empty_axes with no axes: the node copies its input
+};
+
+ReduceAxes ReadReduceAxes(GradientContext& g) {
+  const Node& node = g.node();
+  ReduceAxes r;
+  r.keepdims = node.GetInt("keepdims", 1) != 0;
+  if (!g.X(1).empty()) r.axes = g.X(1);
+  else if (!node.GetInts("axes").empty()) r.axes = g.Ints(node.GetInts("axes"));
+  r.identity = r.axes.empty() && node.GetInt("noop_with_empty_axes", 0) != 0;
+  return r;
+}
+
+// A value of the node's output shape with the reduced axes put back as size 1 (so that it
+// broadcasts against the input). A full reduction without keepdims is a scalar and already does.
+std::string RestoreReducedDims(GradientContext& g, const ReduceAxes& r, const std::string& value) {
+  if (r.keepdims || r.axes.empty()) return value;
+  return g.Op("Unsqueeze", {value, r.axes});
+}
+
+// Element count of a static shape, or -1 when some dim is unknown.
+int64_t StaticNumel(const ValueInfo* info) {
+  if (info == nullptr || !info->has_shape) return -1;
+  int64_t count = 1;
+  for (const Dim& d : info->shape) {
+    if (!d.known()) return -1;
+    count *= d.value;
+  }
+  return count;
+}
+
+// ReduceMean: dX = dY / (elements per output), expanded to X's shape.
+void ReduceMeanGradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string count;
+  const int64_t in_count = StaticNumel(g.Info(g.X(0))), out_count = StaticNumel(g.Info(g.Y(0)));
+  if (in_count >= 0 && out_count > 0) {
+    count = g.ScalarLike(static_cast<double>(in_count / out_count), g.X(0));
+  } else {
+    std::string out_size = g.Op("Max", {g.Op("Size", {g.Y(0)}), g.Constant(Tensor::Scalar<int64_t>(1))});
+    count = g.Op("CastLike", {g.Op("Div", {g.Op("Size", {g.X(0)}), out_size}), g.X(0)});
+  }
+  std::string dy = RestoreReducedDims(g, r, g.Op("Div", {g.dY(0), count}));
+  g.SetGrad(0, g.Op("Expand", {dy, g.ShapeOf(g.X(0))}));
+}
+
+// ReduceSumSquare: dX = 2 X dY.
+void ReduceSumSquareGradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string twice = g.Op("Mul", {g.dY(0), g.ScalarLike(2.0, g.X(0))});
+  g.SetGrad(0, g.Op("Mul", {g.X(0), RestoreReducedDims(g, r, twice)}));
+}
+
+// ReduceL2: dX = X dY / Y, and 0 where the norm is 0 (as PyTorch's norm backward gives).
+void ReduceL2Gradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string zero = g.ScalarLike(0.0, g.X(0));
+  std::string ratio = g.Op("Div", {g.dY(0), g.Y(0)});
+  ratio = g.Op("Where", {g.Op("Equal", {g.Y(0), zero}), zero, ratio});
+  g.SetGrad(0, g.Op("Mul", {g.X(0), RestoreReducedDims(g, r, ratio)}));
+}
+
+// ReduceL1: dX = sign(X) dY.
+void ReduceL1Gradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  g.SetGrad(0, g.Op("Mul", {g.Op("Sign", {g.X(0)}), RestoreReducedDims(g, r, g.dY(0))}));
+}
+
+// ReduceLogSumExp: dX = exp(X - Y) dY (the softmax over the reduced axes).
+void ReduceLogSumExpGradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string weights = g.Op("Exp", {g.Op("Sub", {g.X(0), RestoreReducedDims(g, r, g.Y(0))})});
+  g.SetGrad(0, g.Op("Mul", {weights, RestoreReducedDims(g, r, g.dY(0))}));
+}
+
+// ReduceLogSum: Y = log(sum X), dX = dY / exp(Y), expanded to X's shape.
+void ReduceLogSumGradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string per_sum = g.Op("Div", {g.dY(0), g.Op("Exp", {g.Y(0)})});
+  g.SetGrad(0, g.Op("Expand", {RestoreReducedDims(g, r, per_sum), g.ShapeOf(g.X(0))}));
+}
+
+// ReduceMax/ReduceMin: dY goes to the positions equal to the result; ties share it evenly, as
+// PyTorch's amax/amin do (a two-way tie gets 1/2 each, matching central differences).
+void ReduceExtremeGradient(GradientContext& g) {
+  ReduceAxes r = ReadReduceAxes(g);
+  if (r.identity) return g.SetGrad(0, g.dY(0));
+  std::string hits = g.Op("CastLike", {g.Op("Equal", {g.X(0), RestoreReducedDims(g, r, g.Y(0))}), g.X(0)});
+  std::vector<std::string> count_inputs = {hits};
+  if (!r.axes.empty()) count_inputs.push_back(r.axes);
+  std::string count = g.Op("ReduceSum", count_inputs,
+                           {{"keepdims", Attribute::Int(1)},
+                            {"noop_with_empty_axes", Attribute::Int(g.node().GetInt("noop_with_empty_axes", 0))}});
+  std::string share = g.Op("Div", {RestoreReducedDims(g, r, g.dY(0)), count});
+  g.SetGrad(0, g.Op("Mul", {hits, share}));
+}
+
+// CumSum: the gradient is the cumulative sum of dY in the opposite direction (same exclusivity).
+void CumSumGradient(GradientContext& g) {
+  std::map<std::string, Attribute> attrs = {
+      {"exclusive", Attribute::Int(g.node().GetInt("exclusive", 0))},
+      {"reverse", Attribute::Int(g.node().GetInt("reverse", 0) != 0 ? 0 : 1)}};
+  g.SetGrad(0, g.Op("CumSum", {g.dY(0), g.X(1)}, std::move(attrs)));
+}
+
+// TopK: the values' gradient goes back to the selected positions (indices are distinct per line).
+void TopKGradient(GradientContext& g) {
+  if (g.dY(0).empty()) return;
+  ET_CHECK(!g.Y(1).empty(), ErrorCode::kNotImplemented, g.node().Describe(),
+           ": the gradient of TopK needs its indices output");
+  std::string zeros = g.Op("Expand", {g.Op("CastLike", {g.Constant(Tensor::Scalar<float>(0.0f)), g.X(0)}),
+                                      g.ShapeOf(g.X(0))});
+  g.SetGrad(0, g.Op("ScatterElements", {zeros, g.Y(1), g.dY(0)},
+                    {{"axis", Attribute::Int(g.node().GetInt("axis", -1))}}));
+}
+
 // Input viewed as [outer, n, inner] around one axis.
 struct AxisView {
   int64_t outer = 1, n = 1, inner = 1;
@@ -574,18 +700,28 @@ void RegisterReductionOps(OpRegistry& r) {
   RegisterOnnx(r, "ReduceSum", ReduceKernel<SumReducer>);
   r.SetGradient("ReduceSum", ReduceSumGradient);
   RegisterOnnx(r, "ReduceMean", ReduceKernel<MeanReducer>);
+  r.SetGradient("ReduceMean", ReduceMeanGradient);
   RegisterOnnx(r, "ReduceMax", ReduceKernel<MaxReducer>);
+  r.SetGradient("ReduceMax", ReduceExtremeGradient);
   RegisterOnnx(r, "ReduceMin", ReduceKernel<MinReducer>);
+  r.SetGradient("ReduceMin", ReduceExtremeGradient);
   RegisterOnnx(r, "ReduceProd", ReduceKernel<ProdReducer>);
   RegisterOnnx(r, "ReduceL1", ReduceKernel<L1Reducer>);
+  r.SetGradient("ReduceL1", ReduceL1Gradient);
   RegisterOnnx(r, "ReduceL2", ReduceKernel<L2Reducer>);
+  r.SetGradient("ReduceL2", ReduceL2Gradient);
   RegisterOnnx(r, "ReduceLogSum", ReduceKernel<LogSumReducer>);
+  r.SetGradient("ReduceLogSum", ReduceLogSumGradient);
   RegisterOnnx(r, "ReduceLogSumExp", ReduceKernel<LogSumExpReducer>);
+  r.SetGradient("ReduceLogSumExp", ReduceLogSumExpGradient);
   RegisterOnnx(r, "ReduceSumSquare", ReduceKernel<SumSquareReducer>);
+  r.SetGradient("ReduceSumSquare", ReduceSumSquareGradient);
   RegisterOnnx(r, "ArgMax", ArgExtremeKernel<true>);
   RegisterOnnx(r, "ArgMin", ArgExtremeKernel<false>);
   RegisterOnnx(r, "CumSum", CumSumKernel);
+  r.SetGradient("CumSum", CumSumGradient);
   RegisterOnnx(r, "TopK", TopKKernel);
+  r.SetGradient("TopK", TopKGradient);
   RegisterFused(r, "SumToShape", SumToShapeKernel, SumToShapeFunction());
 }
 

@@ -56,6 +56,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterRandomOps(r);
     RegisterSequenceOps(r);
     RegisterControlFlowOps(r);
+    RegisterOptimizerOps(r);
     return r;
   }();
   return registry;

@@ -19,5 +19,6 @@ void RegisterNormalizationOps(OpRegistry& r);  // normalization.cpp: BatchNorm, 
 void RegisterRandomOps(OpRegistry& r);         // random.cpp: Dropout, RandomNormal, RandomUniform, ...
 void RegisterSequenceOps(OpRegistry& r);       // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence
 void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cpp: Identity, Constant, If, Loop
+void RegisterOptimizerOps(OpRegistry& r);      // optimizer.cpp: fused AdamWUpdate, SGDUpdate, SGDMomentumUpdate
 
 }  // namespace edgetrain

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
 
@@ -208,20 +210,16 @@ void Split(KernelContext& ctx) {
   }
 }
 
-void Slice(KernelContext& ctx) {
-  const Tensor& data = ctx.Input(0);
-  const int64_t rank = static_cast<int64_t>(data.rank());
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (ctx.opset() < 10) {
-    starts = ctx.node().GetInts("starts");
-    ends = ctx.node().GetInts("ends");
-    axes = ctx.node().GetInts("axes");
-  } else {
-    starts = ctx.Input(1).ToInt64Vector();
-    ends = ctx.Input(2).ToInt64Vector();
-    if (ctx.HasInput(3)) axes = ctx.Input(3).ToInt64Vector();
-    if (ctx.HasInput(4)) steps = ctx.Input(4).ToInt64Vector();
-  }
+// Where a slice reads its input: output shape, first element and per-axis strides (in elements).
+struct SliceView {
+  Shape shape;
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+};
+
+SliceView ResolveSlice(const KernelContext& ctx, const Shape& data_shape, const std::vector<int64_t>& starts,
+                       const std::vector<int64_t>& ends, std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  const int64_t rank = static_cast<int64_t>(data_shape.size());
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -229,16 +227,16 @@ void Slice(KernelContext& ctx) {
            ErrorCode::kInvalidArgument, What(ctx), ": starts, ends, axes and steps differ in length");
   ET_CHECK(rank >= 1 || starts.empty(), ErrorCode::kInvalidArgument, What(ctx), ": cannot slice a scalar");
 
-  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
-  Shape out_shape = data.shape();
-  std::vector<int64_t> src_strides = in_strides;
+  SliceView view;
+  const std::vector<int64_t> in_strides = RowMajorStrides(data_shape);
+  view.shape = data_shape;
+  view.strides = in_strides;
   std::vector<bool> seen(rank, false);
-  int64_t base = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t axis = NormalizeAxis(axes[i], rank, What(ctx));
     ET_CHECK(!seen[axis], ErrorCode::kInvalidArgument, What(ctx), ": axis ", axis, " is sliced twice");
     seen[axis] = true;
-    const int64_t dim = data.dim(axis), step = steps[i];
+    const int64_t dim = data_shape[axis], step = steps[i];
     ET_CHECK(step != 0, ErrorCode::kInvalidArgument, What(ctx), ": step must not be 0");
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
@@ -253,14 +251,47 @@ void Slice(KernelContext& ctx) {
       end = std::clamp<int64_t>(end, -1, dim - 1);
       count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
     }
-    out_shape[axis] = count;
-    if (count > 0) base += start * in_strides[axis];
-    src_strides[axis] = in_strides[axis] * step;
+    view.shape[axis] = count;
+    if (count > 0) view.base += start * in_strides[axis];
+    view.strides[axis] = in_strides[axis] * step;
   }
-  Tensor& out = ctx.Output(0, out_shape, data.dtype());
-  const char* src = static_cast<const char*>(data.raw()) + base * static_cast<int64_t>(DataTypeSize(data.dtype()));
-  StridedCopy(ctx.threads(), data.dtype(), What(ctx), out_shape, src_strides, src, RowMajorStrides(out_shape),
+  return view;
+}
+
+// Slice parameters read from inputs first..first+3 (starts, ends, axes, steps).
+SliceView ResolveSliceInputs(const KernelContext& ctx, const Shape& data_shape, size_t first) {
+  std::vector<int64_t> axes, steps;
+  if (ctx.HasInput(first + 2)) axes = ctx.Input(first + 2).ToInt64Vector();
+  if (ctx.HasInput(first + 3)) steps = ctx.Input(first + 3).ToInt64Vector();
+  return ResolveSlice(ctx, data_shape, ctx.Input(first).ToInt64Vector(), ctx.Input(first + 1).ToInt64Vector(), axes,
+                      steps);
+}
+
+void Slice(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
+  const SliceView view = ctx.opset() < 10 ? ResolveSlice(ctx, data.shape(), ctx.node().GetInts("starts"),
+                                                         ctx.node().GetInts("ends"), ctx.node().GetInts("axes"), {})
+                                          : ResolveSliceInputs(ctx, data.shape(), 1);
+  Tensor& out = ctx.Output(0, view.shape, data.dtype());
+  const char* src =
+      static_cast<const char*>(data.raw()) + view.base * static_cast<int64_t>(DataTypeSize(data.dtype()));
+  StridedCopy(ctx.threads(), data.dtype(), What(ctx), view.shape, view.strides, src, RowMajorStrides(view.shape),
               out.raw());
+}
+
+// ai.edgetrain.SliceGrad(dY, x_shape, starts, ends, axes?, steps?): zeros of x_shape with dY written
+// where Slice(X, starts, ends, axes, steps) read its elements.
+void SliceGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Shape x_shape = ctx.Input(1).ToInt64Vector();
+  const SliceView view = ResolveSliceInputs(ctx, x_shape, 2);
+  ET_CHECK(dy.shape() == view.shape, ErrorCode::kInvalidArgument, What(ctx), ": gradient shape ",
+           ShapeToString(dy.shape()), " differs from the slice shape ", ShapeToString(view.shape));
+  Tensor& dx = ctx.Output(0, x_shape, dy.dtype());
+  if (dx.nbytes() != 0) std::memset(dx.raw(), 0, dx.nbytes());
+  char* dst = static_cast<char*>(dx.raw()) + view.base * static_cast<int64_t>(DataTypeSize(dy.dtype()));
+  StridedCopy(ctx.threads(), dy.dtype(), What(ctx), view.shape, RowMajorStrides(view.shape), dy.raw(), view.strides,
+              dst);
 }
 
 void Expand(KernelContext& ctx) {
@@ -535,6 +566,244 @@ void SpaceToDepth(KernelContext& ctx) {
               out.raw());
 }
 
+// ---- Gradient rules ----
+
+// Shape(value) as an int64 1-D value: a constant when static shape inference knows every dim.
+std::string ShapeValue(GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  if (info == nullptr || !info->has_shape) return g.ShapeOf(value);
+  std::vector<int64_t> dims;
+  for (const Dim& d : info->shape) {
+    if (!d.known()) return g.ShapeOf(value);
+    dims.push_back(d.value);
+  }
+  return g.Ints(dims);
+}
+
+std::optional<int64_t> StaticRank(GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  if (info == nullptr || !info->has_shape) return std::nullopt;
+  return static_cast<int64_t>(info->shape.size());
+}
+
+std::string ZerosShaped(GradientContext& g, const std::string& like, const std::string& shape) {
+  return g.Op("Expand", {g.ScalarLike(0.0, like), shape});
+}
+
+// Reshape, Flatten, Squeeze, Unsqueeze: the gradient is dY with X's shape.
+void ReshapeLikeInputGradient(GradientContext& g) {
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Reshape", {g.dY(0), ShapeValue(g, g.X(0))}));
+}
+
+void TransposeGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  const std::vector<int64_t> perm = g.node().GetInts("perm");
+  if (perm.empty()) {  // reversed axes are their own inverse
+    g.SetGrad(0, g.Op("Transpose", {g.dY(0)}));
+    return;
+  }
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t a = 0; a < perm.size(); ++a) {
+    ET_CHECK(perm[a] >= 0 && perm[a] < static_cast<int64_t>(perm.size()), ErrorCode::kInvalidModel,
+             g.node().Describe(), ": perm is not a permutation");
+    inverse[perm[a]] = static_cast<int64_t>(a);
+  }
+  g.SetGrad(0, g.Op("Transpose", {g.dY(0)}, {{"perm", Attribute::Ints(inverse)}}));
+}
+
+// Concat: split dY back by the inputs' sizes along the axis.
+void ConcatGradient(GradientContext& g) {
+  const size_t n = g.NumInputs();
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) any = any || g.NeedsGrad(i);
+  if (!any) return;
+  if (n == 1) {
+    g.SetGrad(0, g.dY(0));
+    return;
+  }
+  const int64_t axis = g.node().GetInt("axis", 0);
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < n; ++i) {
+    const ValueInfo* info = g.Info(g.X(i));
+    if (info == nullptr || !info->has_shape) break;
+    const int64_t rank = static_cast<int64_t>(info->shape.size());
+    const int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank || !info->shape[a].known()) break;
+    sizes.push_back(info->shape[a].value);
+  }
+  std::string split;
+  if (sizes.size() == n) {
+    split = g.Ints(sizes);
+  } else {
+    std::vector<std::string> parts;
+    const std::string axis_index = g.Ints({axis});
+    for (size_t i = 0; i < n; ++i) parts.push_back(g.Op("Gather", {g.ShapeOf(g.X(i)), axis_index}));
+    split = g.Op("Concat", parts, {{"axis", Attribute::Int(0)}});
+  }
+  const std::vector<std::string> pieces = g.Emit("Split", {g.dY(0), split}, n, {{"axis", Attribute::Int(axis)}});
+  for (size_t i = 0; i < n; ++i) g.SetGrad(i, pieces[i]);
+}
+
+// Split: concatenate the outputs' gradients, zeros for outputs no gradient reached.
+void SplitGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  const int64_t axis = g.node().GetInt("axis", 0);
+  std::vector<std::string> recomputed;  // the forward outputs, when some of them were not kept
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < g.NumOutputs(); ++k) {
+    if (!g.dY(k).empty()) {
+      parts.push_back(g.dY(k));
+      continue;
+    }
+    std::string output = g.Y(k);
+    if (output.empty()) {
+      if (recomputed.empty())
+        recomputed = g.Emit("Split", g.node().inputs, g.NumOutputs(), g.node().attributes);
+      output = recomputed[k];
+    }
+    parts.push_back(ZerosShaped(g, g.X(0), ShapeValue(g, output)));
+  }
+  g.SetGrad(0, parts.size() == 1 ? parts[0] : g.Op("Concat", parts, {{"axis", Attribute::Int(axis)}}));
+}
+
+void SliceGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  std::vector<std::string> inputs = {g.dY(0), ShapeValue(g, g.X(0))};
+  if (g.opset() < 10) {
+    inputs.push_back(g.Ints(g.node().GetInts("starts")));
+    inputs.push_back(g.Ints(g.node().GetInts("ends")));
+    if (g.node().HasAttr("axes")) inputs.push_back(g.Ints(g.node().GetInts("axes")));
+  } else {
+    for (size_t i = 1; i <= 4; ++i) inputs.push_back(g.X(i));
+    while (inputs.back().empty()) inputs.pop_back();
+  }
+  g.SetGrad(0, g.Op("SliceGrad", inputs, {}, kEdgetrainDomain));
+}
+
+// Int64 tensor shaped like x holding each element's row-major position: gathered or padded like x,
+// it tells where every output element came from.
+std::string FlatPositions(GradientContext& g, const std::string& x) {
+  const std::string count = g.Op("Size", {x});
+  const std::string range = g.Op("Range", {g.Constant(Tensor::Scalar<int64_t>(0)), count,
+                                            g.Constant(Tensor::Scalar<int64_t>(1))});
+  return g.Op("Reshape", {range, ShapeValue(g, x)});
+}
+
+// Zeros shaped like x plus dY added at the positions `sources` (shaped like dY) names.
+std::string ScatterAddToPositions(GradientContext& g, const std::string& x, const std::string& sources,
+                                  const std::string& dy) {
+  const std::string flat = g.Ints({-1});
+  const std::string zeros = ZerosShaped(g, x, g.Op("Reshape", {g.Op("Size", {x}), flat}));
+  const std::string summed = g.Op("ScatterElements", {zeros, g.Op("Reshape", {sources, flat}), g.Op("Reshape", {dy, flat})},
+                                  {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
+  return g.Op("Reshape", {summed, ShapeValue(g, x)});
+}
+
+void PadGradient(GradientContext& g) {
+  const std::string mode = g.node().GetString("mode", "constant");
+  const bool pads_in_attr = g.opset() < 11;
+  const std::string axes = g.X(3);
+  auto pad = [&](const std::string& data, const std::string& pads, std::map<std::string, Attribute> attrs) {
+    std::vector<std::string> inputs = {data, pads};
+    if (!axes.empty()) inputs.insert(inputs.end(), {"", axes});
+    return g.Op("Pad", inputs, std::move(attrs));
+  };
+  if (mode == "constant") {
+    // Padding with the negated pads crops what was added and restores zeros where X was cropped.
+    std::string dx;
+    if (g.NeedsGrad(0) || g.NeedsGrad(2)) {
+      std::string negated;
+      if (pads_in_attr) {
+        std::vector<int64_t> pads = g.node().GetInts("pads", g.node().GetInts("paddings"));
+        for (int64_t& p : pads) p = -p;
+        negated = g.Ints(pads);
+      } else {
+        negated = g.Op("Neg", {g.X(1)});
+      }
+      dx = pad(g.dY(0), negated, {});
+      g.SetGrad(0, dx);
+    }
+    if (g.NeedsGrad(2)) {  // the fill value reaches every padded element
+      const std::map<std::string, Attribute> all = {{"keepdims", Attribute::Int(0)}};
+      const std::string filled = g.Op("Sub", {g.Op("ReduceSum", {g.dY(0)}, all), g.Op("ReduceSum", {dx}, all)});
+      g.SetGrad(2, g.Op("Reshape", {filled, g.ShapeOf(g.X(2))}));
+    }
+    return;
+  }
+  if (!g.NeedsGrad(0)) return;
+  const std::string pads = pads_in_attr ? g.Ints(g.node().GetInts("pads", g.node().GetInts("paddings"))) : g.X(1);
+  const std::string sources = pad(FlatPositions(g, g.X(0)), pads, {{"mode", Attribute::String(mode)}});
+  g.SetGrad(0, ScatterAddToPositions(g, g.X(0), sources, g.dY(0)));
+}
+
+void ExpandGradient(GradientContext& g) { g.SetGrad(0, g.dY(0), /*maybe_broadcast=*/true); }
+
+// Tile: view dY as [r0, d0, r1, d1, ...] and sum over the repeat axes.
+void TileGradient(GradientContext& g) {
+  if (!g.NeedsGrad(0)) return;
+  const std::string shape = ShapeValue(g, g.X(0));
+  const std::string column = g.Ints({1});
+  const std::string pairs = g.Op("Concat", {g.Op("Unsqueeze", {g.X(1), column}), g.Op("Unsqueeze", {shape, column})},
+                                 {{"axis", Attribute::Int(1)}});
+  const std::string grouped = g.Op("Reshape", {g.dY(0), g.Op("Reshape", {pairs, g.Ints({-1})})});
+  std::string repeat_axes;
+  if (std::optional<int64_t> rank = StaticRank(g, g.X(0))) {
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < *rank; ++a) axes.push_back(2 * a);
+    repeat_axes = g.Ints(axes);
+  } else {
+    const std::string twice_rank = g.Op("Mul", {g.Op("Size", {shape}), g.Constant(Tensor::Scalar<int64_t>(2))});
+    repeat_axes = g.Op("Range", {g.Constant(Tensor::Scalar<int64_t>(0)), twice_rank,
+                                 g.Constant(Tensor::Scalar<int64_t>(2))});
+  }
+  g.SetGrad(0, g.Op("ReduceSum", {grouped, repeat_axes},
+                    {{"keepdims", Attribute::Int(0)}, {"noop_with_empty_axes", Attribute::Int(1)}}));
+}
+
+// Builds a FunctionDef node by node.
+struct FunctionBuilder {
+  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
+  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  }
+  void Constant(const std::string& name, Tensor value) {
+    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(std::move(value))}});
+  }
+};
+
+// SliceGrad in standard ONNX ops: slice a tensor of element positions like X, then scatter dY to them.
+std::shared_ptr<const FunctionDef> SliceGradFunction() {
+  FunctionBuilder b;
+  b.f->domain = kEdgetrainDomain;
+  b.f->name = "SliceGrad";
+  b.f->inputs = {"dY", "x_shape", "starts", "ends", "axes", "steps"};
+  b.f->outputs = {"dX"};
+  const std::map<std::string, Attribute> allow_zero = {{"allowzero", Attribute::Int(1)}};
+  b.Constant("zero", Tensor::Scalar<int64_t>(0));
+  b.Constant("one", Tensor::Scalar<int64_t>(1));
+  b.Constant("flat", Tensor::FromVector<int64_t>({-1}, {1}));
+  b.Constant("zero_value", Tensor::Scalar<float>(0));
+  b("ReduceProd", {"x_shape"}, {"count_1d"}, {{"keepdims", Attribute::Int(1)}});
+  b("Squeeze", {"count_1d"}, {"count"});
+  b("Range", {"zero", "count", "one"}, {"positions_flat"});
+  b("Reshape", {"positions_flat", "x_shape"}, {"positions"}, allow_zero);
+  b("Slice", {"positions", "starts", "ends", "axes", "steps"}, {"picked"});
+  b("Reshape", {"picked", "flat"}, {"picked_flat"});
+  b("Reshape", {"dY", "flat"}, {"dy_flat"});
+  b("CastLike", {"zero_value", "dY"}, {"typed_zero"});
+  b("Expand", {"typed_zero", "count_1d"}, {"zeros"});
+  b("ScatterElements", {"zeros", "picked_flat", "dy_flat"}, {"dx_flat"}, {{"axis", Attribute::Int(0)}});
+  b("Reshape", {"dx_flat", "x_shape"}, {"dX"}, allow_zero);
+  return b.f;
+}
+
 }  // namespace
 
 void RegisterShapeOps(OpRegistry& r) {
@@ -556,6 +825,16 @@ void RegisterShapeOps(OpRegistry& r) {
   RegisterOnnx(r, "Range", Range);
   RegisterOnnx(r, "DepthToSpace", DepthToSpace);
   RegisterOnnx(r, "SpaceToDepth", SpaceToDepth);
+  RegisterFused(r, "SliceGrad", SliceGradKernel, SliceGradFunction());
+
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.SetGradient(op, ReshapeLikeInputGradient);
+  r.SetGradient("Transpose", TransposeGradient);
+  r.SetGradient("Concat", ConcatGradient);
+  r.SetGradient("Split", SplitGradient);
+  r.SetGradient("Slice", SliceGradient);
+  r.SetGradient("Pad", PadGradient);
+  r.SetGradient("Expand", ExpandGradient);
+  r.SetGradient("Tile", TileGradient);
 }
 
 }  // namespace edgetrain

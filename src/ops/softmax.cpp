@@ -1,9 +1,12 @@
 // Softmax, LogSoftmax, Hardmax. Before opset 13 the input is coerced to 2-D at `axis` (default 1)
 // and each row of the flattened trailing dims is normalised; from opset 13 only `axis`
-// (default -1) is normalised.
+// (default -1) is normalised. Their gradients use the fused ai.edgetrain SoftmaxGrad and
+// LogSoftmaxGrad, defined here with their standard-ONNX function bodies.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/softmax_util.hpp"
 
@@ -72,12 +75,116 @@ void HardmaxKernel(KernelContext& ctx) {
   });
 }
 
+// ai.edgetrain.SoftmaxGrad(dY, Y) -> Y * (dY - sum(dY * Y, axis)) and
+// ai.edgetrain.LogSoftmaxGrad(dY, Y) -> dY - exp(Y) * sum(dY, axis): the input gradient of
+// Softmax / LogSoftmax (single-axis semantics) given their output Y. Attribute: axis (default -1).
+template <SoftmaxMode kMode>
+void SoftmaxBackwardKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& y = ctx.Input(1);
+  const Node& node = ctx.node();
+  ET_CHECK(dy.shape() == y.shape() && dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
+           ": dY ", ShapeToString(dy.shape()), " and Y ", ShapeToString(y.shape()),
+           " must have the same shape and element type");
+  const int64_t rank = static_cast<int64_t>(y.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe());
+  SoftmaxView v;
+  for (int64_t d = 0; d < axis; ++d) v.outer *= y.dim(d);
+  v.n = y.dim(axis);
+  for (int64_t d = axis + 1; d < rank; ++d) v.inner *= y.dim(d);
+  Tensor& dx = ctx.Output(0, y.shape(), y.dtype());
+  VisitFloat(y.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dy_data = dy.data<T>();
+    const T* y_data = y.data<T>();
+    T* dx_data = dx.data<T>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, v.n));
+    ctx.threads().ParallelFor(v.outer * v.inner, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t base = (unit / v.inner) * v.n * v.inner + unit % v.inner;
+        double total = 0.0;
+        for (int64_t j = 0; j < v.n; ++j) {
+          const int64_t k = base + j * v.inner;
+          total += kMode == SoftmaxMode::kSoftmax ? static_cast<double>(dy_data[k]) * y_data[k] : dy_data[k];
+        }
+        const T sum = static_cast<T>(total);
+        for (int64_t j = 0; j < v.n; ++j) {
+          const int64_t k = base + j * v.inner;
+          if constexpr (kMode == SoftmaxMode::kSoftmax) dx_data[k] = y_data[k] * (dy_data[k] - sum);
+          else dx_data[k] = dy_data[k] - std::exp(y_data[k]) * sum;
+        }
+      }
+    });
+  });
+}
+
+// The same in standard ONNX ops; the call's `axis` becomes the ReduceSum axes input.
+std::shared_ptr<const FunctionDef> SoftmaxBackwardFunction(SoftmaxMode mode) {
+  auto f = std::make_shared<FunctionDef>();
+  f->domain = kEdgetrainDomain;
+  f->name = mode == SoftmaxMode::kSoftmax ? "SoftmaxGrad" : "LogSoftmaxGrad";
+  f->inputs = {"dY", "Y"};
+  f->outputs = {"dX"};
+  f->attributes = {"axis"};
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    n.attributes = std::move(attrs);
+    f->nodes.push_back(std::move(n));
+  };
+  node("Constant", {}, "axis", {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
+  node("Constant", {}, "zero", {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>({0}, {1}))}});
+  node("Unsqueeze", {"axis", "zero"}, "axes");
+  const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
+  if (mode == SoftmaxMode::kSoftmax) {
+    node("Mul", {"dY", "Y"}, "product");
+    node("ReduceSum", {"product", "axes"}, "sum", keep);
+    node("Sub", {"dY", "sum"}, "centered");
+    node("Mul", {"Y", "centered"}, "dX");
+  } else {
+    node("ReduceSum", {"dY", "axes"}, "sum", keep);
+    node("Exp", {"Y"}, "prob");
+    node("Mul", {"prob", "sum"}, "spread");
+    node("Sub", {"dY", "spread"}, "dX");
+  }
+  return f;
+}
+
+// Softmax/LogSoftmax: the fused backward from the output. Before opset 13 the rows are the
+// trailing dims flattened from `axis` (default 1), so the same 2-D view is taken here.
+template <SoftmaxMode kMode>
+void SoftmaxGradient(GradientContext& g) {
+  const char* fused = kMode == SoftmaxMode::kSoftmax ? "SoftmaxGrad" : "LogSoftmaxGrad";
+  const Node& node = g.node();
+  if (g.opset() >= 13) {
+    g.SetGrad(0, g.Op(fused, {g.dY(0), g.Y(0)}, {{"axis", Attribute::Int(node.GetInt("axis", -1))}},
+                      kEdgetrainDomain));
+    return;
+  }
+  const std::map<std::string, Attribute> flatten = {{"axis", Attribute::Int(node.GetInt("axis", 1))}};
+  std::string dy_rows = g.Op("Flatten", {g.dY(0)}, flatten);
+  std::string y_rows = g.Op("Flatten", {g.Y(0)}, flatten);
+  std::string dx_rows = g.Op(fused, {dy_rows, y_rows}, {{"axis", Attribute::Int(1)}}, kEdgetrainDomain);
+  g.SetGrad(0, g.Op("Reshape", {dx_rows, g.ShapeOf(g.X(0))}));
+}
+
 }  // namespace
 
 void RegisterSoftmaxOps(OpRegistry& r) {
   RegisterOnnx(r, "Softmax", SoftmaxKernel<SoftmaxMode::kSoftmax>);
+  r.SetGradient("Softmax", SoftmaxGradient<SoftmaxMode::kSoftmax>);
   RegisterOnnx(r, "LogSoftmax", SoftmaxKernel<SoftmaxMode::kLogSoftmax>);
+  r.SetGradient("LogSoftmax", SoftmaxGradient<SoftmaxMode::kLogSoftmax>);
   RegisterOnnx(r, "Hardmax", HardmaxKernel);
+  RegisterFused(r, "SoftmaxGrad", SoftmaxBackwardKernel<SoftmaxMode::kSoftmax>,
+                SoftmaxBackwardFunction(SoftmaxMode::kSoftmax));
+  RegisterFused(r, "LogSoftmaxGrad", SoftmaxBackwardKernel<SoftmaxMode::kLogSoftmax>,
+                SoftmaxBackwardFunction(SoftmaxMode::kLogSoftmax));
 }
 
 }  // namespace edgetrain

@@ -1,16 +1,16 @@
-// The `edgetrain` command-line program.
-#include <CLI/CLI.hpp>
-
+// `edgetrain run` and `edgetrain inspect`.
 #include <filesystem>
 #include <iostream>
 #include <map>
 
+#include "commands.hpp"
 #include "core/npy.hpp"
 #include "onnx/importer.hpp"
 #include "runtime/session.hpp"
 
 namespace fs = std::filesystem;
-using namespace edgetrain;
+
+namespace edgetrain::cli {
 
 namespace {
 
@@ -34,7 +34,7 @@ void CountOps(const Graph& graph, std::map<std::string, int>& counts) {
   }
 }
 
-int Inspect(const std::string& path) {
+void Inspect(const std::string& path) {
   Model model = LoadModel(path);
   const Graph& g = model.graph;
   std::cout << "model: " << path << "\n";
@@ -58,7 +58,6 @@ int Inspect(const std::string& path) {
   }
   std::cout << "parameters: " << g.initializers.size() << " tensors, " << params << " elements, " << param_bytes
             << " bytes\n";
-  return 0;
 }
 
 std::string FileNameFor(std::string value_name) {
@@ -67,7 +66,7 @@ std::string FileNameFor(std::string value_name) {
   return value_name + ".npy";
 }
 
-int Run(const std::string& path, const std::vector<std::string>& inputs, const std::string& out_dir, int threads) {
+void Run(const std::string& path, const std::vector<std::string>& inputs, const std::string& out_dir, int threads) {
   SessionOptions options;
   options.num_threads = threads;
   Session session = Session::FromFile(path, options);
@@ -87,34 +86,29 @@ int Run(const std::string& path, const std::vector<std::string>& inputs, const s
     std::cout << names[i] << ": " << DataTypeName(outputs[i].dtype()) << " " << ShapeToString(outputs[i].shape())
               << " -> " << file << "\n";
   }
-  return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"edgetrain: train ONNX models on the device where the data lives"};
-  app.require_subcommand(1);
 
-  std::string model_path, out_dir = ".";
-  std::vector<std::string> inputs;
-  int threads = 1;
+void AddRunCommands(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::vector<std::string> inputs;
+    std::string out_dir = ".";
+    int threads = 1;
+  };
+  auto options = std::make_shared<Options>();
   auto* run = app.add_subcommand("run", "Run a model on .npy inputs and write each output as .npy");
-  run->add_option("model", model_path, "ONNX model")->required();
-  run->add_option("--input,-i", inputs, "NAME=FILE.npy, one per model input");
-  run->add_option("--output-dir,-o", out_dir, "Directory for the output .npy files");
-  run->add_option("--threads", threads, "Intra-op threads")->check(CLI::Range(1, 256));
+  run->add_option("model", options->model, "ONNX model")->required();
+  run->add_option("--input,-i", options->inputs, "NAME=FILE.npy, one per model input");
+  run->add_option("--output-dir,-o", options->out_dir, "Directory for the output .npy files");
+  run->add_option("--threads", options->threads, "Intra-op threads")->check(CLI::Range(1, 256));
+  run->callback([options] { Run(options->model, options->inputs, options->out_dir, options->threads); });
 
   auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, opsets, operators and parameters");
-  inspect->add_option("model", model_path, "ONNX model")->required();
-
-  CLI11_PARSE(app, argc, argv);
-  try {
-    if (*run) return Run(model_path, inputs, out_dir, threads);
-    if (*inspect) return Inspect(model_path);
-  } catch (const Error& e) {
-    std::cerr << "error (" << ErrorCodeName(e.code()) << "): " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  inspect->add_option("model", options->model, "ONNX model")->required();
+  inspect->callback([options] { Inspect(options->model); });
 }
+
+}  // namespace edgetrain::cli

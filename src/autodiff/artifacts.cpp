@@ -1,0 +1,286 @@
+#include "autodiff/artifacts.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <unordered_set>
+
+#include "autodiff/autodiff.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "ir/passes.hpp"
+#include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
+#include "ops/registry.hpp"
+#include "runtime/session.hpp"
+
+namespace edgetrain {
+
+namespace {
+
+constexpr int64_t kTrainingOpset = 17;
+constexpr const char* kTrainingModeTrue = "edgetrain.training_mode_true";
+constexpr const char* kTrainingModeFalse = "edgetrain.training_mode_false";
+
+bool IsBatchNorm(const Node& n) { return n.domain.empty() && n.op_type == "BatchNormalization"; }
+bool IsDropout(const Node& n) { return n.domain.empty() && n.op_type == "Dropout"; }
+
+// Float initializers in order of first use, so parameter order follows the network.
+std::vector<std::string> FloatInitializersInUseOrder(const Graph& g) {
+  std::vector<std::string> order;
+  std::unordered_set<std::string> seen;
+  for (size_t index : TopologicalOrder(g))
+    for (const auto& in : g.nodes[index].inputs)
+      if (!in.empty() && !seen.count(in) && g.IsInitializer(in) && IsFloatType(g.initializers.at(in).dtype())) {
+        seen.insert(in);
+        order.push_back(in);
+      }
+  return order;
+}
+
+ValueInfo InfoOf(const std::string& name, const Tensor& t) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = t.dtype();
+  v.has_shape = true;
+  for (int64_t d : t.shape()) v.shape.push_back(Dim{d, ""});
+  return v;
+}
+
+ValueInfo OutputInfo(const Graph& g, const std::string& name) {
+  if (const ValueInfo* v = g.FindValueInfo(name)) {
+    ValueInfo copy = *v;
+    copy.name = name;
+    return copy;
+  }
+  ValueInfo v;
+  v.name = name;
+  return v;
+}
+
+// Parameters leave the initializers and become graph inputs (fed from the checkpoint).
+void ParametersToInputs(Graph& g, const std::vector<std::string>& params) {
+  for (const auto& p : params) {
+    g.inputs.push_back(InfoOf(p, g.initializers.at(p)));
+    g.initializers.erase(p);
+  }
+}
+
+// Puts BatchNormalization and Dropout into training or eval mode. In training mode BatchNorm
+// returns its updated running statistics as "<stat>.updated" and Dropout returns its mask.
+std::vector<std::string> SetMode(Graph& g, bool training) {
+  std::vector<std::string> state_updates;
+  g.initializers[training ? kTrainingModeTrue : kTrainingModeFalse] = Tensor::Scalar<bool>(training);
+  for (auto& n : g.nodes) {
+    if (IsBatchNorm(n)) {
+      n.attributes["training_mode"] = Attribute::Int(training ? 1 : 0);
+      n.outputs.resize(training ? 3 : 1);
+      if (training) {
+        for (size_t k = 1; k <= 2; ++k) {
+          n.outputs[k] = n.inputs[2 + k] + kStateUpdateSuffix;
+          state_updates.push_back(n.outputs[k]);
+        }
+      }
+    } else if (IsDropout(n)) {
+      n.inputs.resize(3);
+      n.inputs[2] = training ? kTrainingModeTrue : kTrainingModeFalse;
+      if (training && (n.outputs.size() < 2 || n.outputs[1].empty())) {
+        n.outputs.resize(2);
+        n.outputs[1] = n.name + ".mask";
+      }
+    }
+  }
+  return state_updates;
+}
+
+void CheckNames(const Graph& g, const std::vector<std::string>& names, const std::string& what,
+                const std::string& source) {
+  for (const auto& name : names) {
+    ET_CHECK(g.IsInitializer(name), ErrorCode::kInvalidArgument, what, " '", name, "' is not an initializer of ",
+             source);
+    ET_CHECK(IsFloatType(g.initializers.at(name).dtype()), ErrorCode::kInvalidArgument, what, " '", name, "' is ",
+             DataTypeName(g.initializers.at(name).dtype()), ", only float parameters can train");
+  }
+}
+
+std::vector<std::string> ModelOutputsFor(const Graph& g, const std::vector<std::string>& names,
+                                         const std::string& what, const std::string& source) {
+  for (const auto& name : names) {
+    bool found = std::any_of(g.outputs.begin(), g.outputs.end(), [&](const ValueInfo& o) { return o.name == name; });
+    if (!found) {
+      std::string valid;
+      for (const auto& o : g.outputs) valid += (valid.empty() ? "" : ", ") + o.name;
+      Fail(ErrorCode::kInvalidArgument, what, " '", name, "' is not an output of ", source, " (outputs: ", valid, ")");
+    }
+  }
+  return names;
+}
+
+// Runs the forward graph once on dummy inputs (symbolic dimensions = 2) and records the rank of
+// every value static shape inference left without one; gradient rules need ranks, not sizes.
+void FillRanksByProbe(Model& model) {
+  Model probe = model;
+  std::vector<std::string> unknown;
+  for (const auto& n : probe.graph.nodes)
+    for (const auto& o : n.outputs) {
+      const ValueInfo* v = probe.graph.FindValueInfo(o);
+      if (!o.empty() && (!v || !v->has_shape) && !(v && v->is_sequence)) unknown.push_back(o);
+    }
+  if (unknown.empty()) return;
+  probe.graph.outputs.clear();
+  for (const auto& name : unknown) {
+    ValueInfo v;
+    v.name = name;
+    probe.graph.outputs.push_back(v);
+  }
+  std::map<std::string, Tensor> feeds;
+  for (const auto& in : probe.graph.inputs) {
+    if (probe.graph.IsInitializer(in.name)) continue;
+    Shape shape;
+    for (const auto& d : in.shape) shape.push_back(d.known() ? d.value : 2);
+    feeds[in.name] = Tensor::Zeros(in.dtype == DataType::kUndefined ? DataType::kFloat32 : in.dtype, shape);
+  }
+  std::vector<Tensor> values;
+  try {
+    SessionOptions options;
+    options.constant_folding = false;
+    values = Session(probe, options).Run(feeds);
+  } catch (const Error&) {
+    return;  // no probe possible (e.g. inputs of unknown rank): rules fall back to what they know
+  }
+  for (size_t i = 0; i < unknown.size(); ++i) {
+    ValueInfo& v = model.graph.value_info[unknown[i]];
+    v.name = unknown[i];
+    v.dtype = values[i].dtype();
+    v.has_shape = true;
+    v.shape.assign(values[i].rank(), Dim{});
+  }
+}
+
+}  // namespace
+
+Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& options) {
+  Model forward = forward_model;
+  FillRanksByProbe(forward);
+  const Graph& g0 = forward.graph;
+  const std::string& source = forward.source;
+  CheckNames(g0, options.requires_grad, "requires-grad parameter", source);
+  CheckNames(g0, options.frozen, "frozen parameter", source);
+  for (const auto& name : options.requires_grad)
+    ET_CHECK(std::find(options.frozen.begin(), options.frozen.end(), name) == options.frozen.end(),
+             ErrorCode::kInvalidArgument, "parameter '", name, "' is listed both as requires-grad and as frozen");
+
+  Artifacts out;
+  std::set<std::string> states;
+  for (const auto& n : g0.nodes)
+    if (IsBatchNorm(n))
+      for (size_t k = 3; k <= 4 && k < n.inputs.size(); ++k)
+        if (g0.IsInitializer(n.inputs[k])) states.insert(n.inputs[k]);
+  for (const auto& p : FloatInitializersInUseOrder(g0)) {
+    bool listed_frozen = std::count(options.frozen.begin(), options.frozen.end(), p) != 0;
+    bool listed_trainable = std::count(options.requires_grad.begin(), options.requires_grad.end(), p) != 0;
+    if (states.count(p) && !listed_trainable) out.states.push_back(p);
+    else if (listed_trainable || (options.requires_grad.empty() && !listed_frozen)) out.trainable.push_back(p);
+    else out.frozen.push_back(p);
+  }
+  ET_CHECK(!out.trainable.empty(), ErrorCode::kInvalidArgument, source,
+           " has no trainable parameter (no float initializer is left to train)");
+
+  std::vector<std::string> predictions = options.loss_inputs;
+  if (predictions.empty()) {
+    ET_CHECK(!g0.outputs.empty(), ErrorCode::kInvalidArgument, source, " has no outputs");
+    predictions = {g0.outputs[0].name};
+  }
+  ModelOutputsFor(g0, predictions, "loss input", source);
+  ModelOutputsFor(g0, options.additional_outputs, "additional output", source);
+
+  std::vector<std::string> params = out.trainable;
+  params.insert(params.end(), out.frozen.begin(), out.frozen.end());
+  params.insert(params.end(), out.states.begin(), out.states.end());
+
+  auto build = [&](bool training) {
+    Model m = forward;
+    m.opsets[""] = std::max<int64_t>(m.OpsetFor(""), kTrainingOpset);
+    Graph& g = m.graph;
+    ParametersToInputs(g, params);
+    std::vector<std::string> state_updates = SetMode(g, training);
+    AppendedLoss loss = AppendLoss(g, options.loss, predictions);
+    std::vector<ValueInfo> user_inputs, param_inputs;
+    for (const auto& in : g.inputs)
+      (std::count(params.begin(), params.end(), in.name) ? param_inputs : user_inputs).push_back(in);
+    // Inputs: user inputs, loss targets (already appended by AppendLoss), then parameters.
+    std::stable_sort(param_inputs.begin(), param_inputs.end(), [&](const ValueInfo& a, const ValueInfo& b) {
+      return std::find(params.begin(), params.end(), a.name) < std::find(params.begin(), params.end(), b.name);
+    });
+    g.inputs = user_inputs;
+    g.inputs.insert(g.inputs.end(), param_inputs.begin(), param_inputs.end());
+
+    std::vector<ValueInfo> outputs;
+    ValueInfo loss_info;
+    loss_info.name = loss.loss;
+    loss_info.dtype = DataType::kFloat32;
+    loss_info.has_shape = true;
+    outputs.push_back(loss_info);
+    for (const auto& name : options.additional_outputs) outputs.push_back(OutputInfo(forward.graph, name));
+    if (training) {
+      GradientRequest request;
+      request.loss = loss.loss;
+      request.wrt = out.trainable;
+      request.opsets = m.opsets;
+      std::vector<std::string> grads = AppendGradients(g, request);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        ValueInfo v = InfoOf(grads[i], forward.graph.initializers.at(out.trainable[i]));
+        outputs.push_back(v);
+      }
+      for (const auto& s : state_updates) {
+        std::string state = s.substr(0, s.size() - std::string(kStateUpdateSuffix).size());
+        outputs.push_back(InfoOf(s, forward.graph.initializers.at(state)));
+      }
+    }
+    g.outputs = outputs;
+    EliminateDeadNodes(g);
+    for (auto it = g.initializers.begin(); it != g.initializers.end();) {  // drop unused constants
+      bool used = false;
+      for (const auto& n : g.nodes) used |= std::count(n.inputs.begin(), n.inputs.end(), it->first) != 0;
+      it = used ? std::next(it) : g.initializers.erase(it);
+    }
+    return m;
+  };
+  out.training = build(true);
+  out.eval = build(false);
+
+  std::vector<ValueInfo> infos;
+  for (const auto& p : out.trainable) infos.push_back(InfoOf(p, g0.initializers.at(p)));
+  out.optimizer = BuildOptimizerModel(options.optimizer, out.trainable, infos);
+  return out;
+}
+
+ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string& out_dir,
+                                const ArtifactOptions& options) {
+  ImportOptions import;
+  import.upgrade_to_opset = kTrainingOpset;
+  import.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
+    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
+  };
+  Model forward = LoadModel(model_path, import);
+  Artifacts artifacts = BuildArtifacts(forward, options);
+
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  ET_CHECK(!ec, ErrorCode::kIoError, "cannot create the artifact directory '", out_dir, "': ", ec.message());
+  std::string base = (std::filesystem::path(out_dir) / options.prefix).string();
+  ArtifactPaths paths{base + "training_model.onnx", base + "eval_model.onnx", base + "optimizer_model.onnx",
+                      base + "checkpoint"};
+  SaveModel(artifacts.training, paths.training_model);
+  SaveModel(artifacts.eval, paths.eval_model);
+  SaveModel(artifacts.optimizer, paths.optimizer_model);
+
+  Checkpoint checkpoint;
+  checkpoint.is_nominal = options.nominal_checkpoint;
+  for (const auto& p : artifacts.trainable) checkpoint.trainable[p] = forward.graph.initializers.at(p);
+  for (const auto* list : {&artifacts.frozen, &artifacts.states})
+    for (const auto& p : *list) checkpoint.frozen[p] = forward.graph.initializers.at(p);
+  SaveCheckpoint(checkpoint, paths.checkpoint, /*include_optimizer_state=*/false);
+  return paths;
+}
+
+}  // namespace edgetrain

@@ -1,0 +1,46 @@
+// The offline phase: a forward ONNX model -> training, eval and optimizer models plus a checkpoint.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "autodiff/losses.hpp"
+#include "autodiff/optimizers.hpp"
+#include "ir/graph.hpp"
+
+namespace edgetrain {
+
+struct ArtifactOptions {
+  // Parameters that train. Empty: every float initializer except `frozen` and BatchNorm statistics.
+  std::vector<std::string> requires_grad;
+  std::vector<std::string> frozen;
+  LossSpec loss;
+  std::vector<std::string> loss_inputs;         // model outputs that feed the loss (default: the first)
+  std::vector<std::string> additional_outputs;  // model outputs the train and eval steps also return
+  OptimizerSpec optimizer;
+  std::string prefix;                           // prepended to every file name
+  bool nominal_checkpoint = false;              // names and types only, no values
+};
+
+struct ArtifactPaths {
+  std::string training_model, eval_model, optimizer_model, checkpoint;
+};
+
+// Suffix of the training-graph output that carries a state's new value (BatchNorm running stats).
+inline constexpr const char* kStateUpdateSuffix = ".updated";
+
+// Loads `model_path` (converted to opset 17 when older) and writes the four artifacts into `out_dir`.
+// Throws kInvalidArgument for bad options (unknown names, a name both frozen and trainable, no
+// trainable parameter, an unknown loss input) and kNotImplemented naming the node whose operator
+// has no gradient rule.
+ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string& out_dir,
+                                const ArtifactOptions& options);
+
+// The same from an already-imported model (opset >= 13 expected); writes nothing.
+struct Artifacts {
+  Model training, eval, optimizer;
+  std::vector<std::string> trainable, frozen, states;  // parameter names, in parameter order
+};
+Artifacts BuildArtifacts(const Model& forward, const ArtifactOptions& options);
+
+}  // namespace edgetrain

@@ -1,0 +1,283 @@
+// Fused optimizer updates (domain ai.edgetrain): one pass over each parameter updates it and its
+// states. Each op also carries its definition in standard ONNX ops (opset 17) for other runtimes.
+//   AdamWUpdate(lr, step, param, grad, m1, m2) -> (param', m1', m2')
+//   SGDUpdate(lr, step, param, grad) -> param'
+//   SGDMomentumUpdate(lr, step, param, grad, momentum_buffer) -> (param', momentum_buffer')
+// `step` is the number of updates already done (int64 scalar); this update is number step + 1.
+#include <cmath>
+#include <map>
+
+#include "ops/registry.hpp"
+
+namespace edgetrain {
+
+namespace {
+
+constexpr int64_t kGrain = 1 << 14;
+
+double ScalarInput(const KernelContext& ctx, size_t index, const char* what) {
+  const Tensor& t = ctx.Input(index);
+  ET_CHECK(t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": ", what,
+           " must hold one value, got shape ", ShapeToString(t.shape()));
+  return t.ToDoubleVector()[0];
+}
+
+int64_t StepInput(const KernelContext& ctx) {
+  const Tensor& t = ctx.Input(1);
+  ET_CHECK(t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": step must hold one value, got shape ",
+           ShapeToString(t.shape()));
+  int64_t step = t.ToInt64Vector()[0];
+  ET_CHECK(step >= 0, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": step must be >= 0, got ", step);
+  return step;
+}
+
+// Inputs from `first` on must match the parameter (input 2) in dtype and shape.
+void CheckLikeParam(const KernelContext& ctx, size_t first, size_t last, const std::vector<const char*>& names) {
+  const Tensor& param = ctx.Input(2);
+  for (size_t i = first; i <= last; ++i) {
+    const Tensor& t = ctx.Input(i);
+    ET_CHECK(t.dtype() == param.dtype() && t.shape() == param.shape(), ErrorCode::kInvalidArgument,
+             ctx.node().Describe(), ": ", names[i - first], " is ", DataTypeName(t.dtype()), " ",
+             ShapeToString(t.shape()), " but the parameter is ", DataTypeName(param.dtype()), " ",
+             ShapeToString(param.shape()));
+  }
+}
+
+// adam_mode 0: torch.optim.AdamW; 1: Hugging Face AdamW (ORT's mode 1); 2: torch.optim.Adam with
+// weight_decay added to the gradient. All three are written as
+//   g += l2*p;  m1 = b1*m1 + (1-b1)*g;  m2 = b2*m2 + (1-b2)*g^2;
+//   p' = (p*keep_before - (lr/ac) * m1 / (sqrt(m2)/sqrt(bc) + eps_eff)) * keep_after
+// with ac, bc the bias corrections and eps_eff = eps/sqrt(bc) in mode 1 (ORT's formula rearranged).
+struct AdamCoefficients {
+  double beta1 = 0.9, beta2 = 0.999;
+  double l2 = 0, keep_before = 1, keep_after = 1;
+  double step_size = 0, inv_sqrt_bc = 1, eps_eff = 1e-8;
+};
+
+AdamCoefficients AdamCoefficientsFor(const KernelContext& ctx) {
+  const Node& node = ctx.node();
+  AdamCoefficients c;
+  c.beta1 = node.GetFloat("beta1", 0.9f);
+  c.beta2 = node.GetFloat("beta2", 0.999f);
+  const double eps = node.GetFloat("epsilon", 1e-8f);
+  const double weight_decay = node.GetFloat("weight_decay", 0.0f);
+  const bool correct_bias = node.GetInt("correct_bias", 1) != 0;
+  const int64_t mode = node.GetInt("adam_mode", 0);
+  ET_CHECK(mode >= 0 && mode <= 2, ErrorCode::kInvalidArgument, node.Describe(), ": adam_mode must be 0 (AdamW), ",
+           "1 (Hugging Face AdamW) or 2 (Adam with L2 weight decay), got ", mode);
+  const double lr = ScalarInput(ctx, 0, "the learning rate");
+  const double t = static_cast<double>(StepInput(ctx) + 1);
+  const double ac = correct_bias ? 1 - std::pow(c.beta1, t) : 1.0;
+  const double bc = correct_bias ? 1 - std::pow(c.beta2, t) : 1.0;
+  c.step_size = lr / ac;
+  c.inv_sqrt_bc = 1 / std::sqrt(bc);
+  c.eps_eff = mode == 1 ? eps * c.inv_sqrt_bc : eps;
+  if (mode == 0) c.keep_before = 1 - lr * weight_decay;
+  if (mode == 1) c.keep_after = 1 - lr * weight_decay;
+  if (mode == 2) c.l2 = weight_decay;
+  return c;
+}
+
+void AdamWUpdateKernel(KernelContext& ctx) {
+  CheckLikeParam(ctx, 3, 5, {"the gradient", "the first moment", "the second moment"});
+  const AdamCoefficients c = AdamCoefficientsFor(ctx);
+  const Tensor& param = ctx.Input(2);
+  VisitFloat(param.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = param.data<T>();
+    const T* g = ctx.Input(3).data<T>();
+    const T* m1 = ctx.Input(4).data<T>();
+    const T* m2 = ctx.Input(5).data<T>();
+    T* p_out = ctx.Output(0, param.shape(), param.dtype()).template data<T>();
+    T* m1_out = ctx.Output(1, param.shape(), param.dtype()).template data<T>();
+    T* m2_out = ctx.Output(2, param.shape(), param.dtype()).template data<T>();
+    const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
+    const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
+    const T l2 = static_cast<T>(c.l2), keep_before = static_cast<T>(c.keep_before);
+    const T keep_after = static_cast<T>(c.keep_after), step_size = static_cast<T>(c.step_size);
+    const T inv_sqrt_bc = static_cast<T>(c.inv_sqrt_bc), eps = static_cast<T>(c.eps_eff);
+    // Outputs may share memory with their inputs: each element is read before it is written.
+    ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T w = p[i];
+        const T grad = g[i] + l2 * w;
+        const T first = b1 * m1[i] + one_minus_b1 * grad;
+        const T second = b2 * m2[i] + one_minus_b2 * grad * grad;
+        const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
+        m1_out[i] = first;
+        m2_out[i] = second;
+        p_out[i] = (w * keep_before - step_size * (first / denom)) * keep_after;
+      }
+    });
+  });
+}
+
+// torch.optim.SGD: g += wd*p; with momentum, buf = g on the first step, else
+// momentum*buf + (1-dampening)*g; the direction is buf, or g + momentum*buf with nesterov.
+void SGDUpdateKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const bool has_buffer = ctx.HasInput(4);
+  const double momentum = node.GetFloat("momentum", 0.0f);
+  const double dampening = node.GetFloat("dampening", 0.0f);
+  const bool nesterov = node.GetInt("nesterov", 0) != 0;
+  const double weight_decay = node.GetFloat("weight_decay", 0.0f);
+  ET_CHECK(has_buffer || momentum == 0, ErrorCode::kInvalidModel, node.Describe(), ": momentum ", momentum,
+           " needs a momentum buffer input");
+  CheckLikeParam(ctx, 3, has_buffer ? 4 : 3, {"the gradient", "the momentum buffer"});
+  const double lr = ScalarInput(ctx, 0, "the learning rate");
+  const bool first_step = StepInput(ctx) == 0;
+  const Tensor& param = ctx.Input(2);
+  VisitFloat(param.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = param.data<T>();
+    const T* g = ctx.Input(3).data<T>();
+    T* p_out = ctx.Output(0, param.shape(), param.dtype()).template data<T>();
+    const T rate = static_cast<T>(lr), wd = static_cast<T>(weight_decay), mu = static_cast<T>(momentum);
+    const T keep_grad = static_cast<T>(1 - dampening);
+    if (!has_buffer) {
+      ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) p_out[i] = p[i] - rate * (g[i] + wd * p[i]);
+      });
+      return;
+    }
+    const T* buf = ctx.Input(4).data<T>();
+    T* buf_out = ctx.Output(1, param.shape(), param.dtype()).template data<T>();
+    ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const T w = p[i];
+        const T grad = g[i] + wd * w;
+        const T b = first_step ? grad : mu * buf[i] + keep_grad * grad;
+        const T direction = nesterov ? grad + mu * b : b;
+        buf_out[i] = b;
+        p_out[i] = w - rate * direction;
+      }
+    });
+  });
+}
+
+// Builds a FunctionDef body node by node.
+class FunctionBuilder {
+ public:
+  FunctionBuilder(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                  std::vector<std::string> attributes)
+      : f_(std::make_shared<FunctionDef>()) {
+    f_->domain = kEdgetrainDomain;
+    f_->name = std::move(name);
+    f_->inputs = std::move(inputs);
+    f_->outputs = std::move(outputs);
+    f_->attributes = std::move(attributes);
+  }
+
+  std::string Op(const std::string& op, std::vector<std::string> inputs, const std::string& output,
+                 std::map<std::string, Attribute> attributes = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(f_->nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {output};
+    n.attributes = std::move(attributes);
+    f_->nodes.push_back(std::move(n));
+    return f_->nodes.back().outputs[0];
+  }
+  // A float attribute of the call as a scalar of the parameter's dtype.
+  std::string FloatAttr(const std::string& attr) {
+    Op("Constant", {}, attr + "_f32", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, attr)}});
+    return Op("CastLike", {attr + "_f32", "param"}, attr);
+  }
+  // An int attribute of the call as an int64 scalar.
+  std::string IntAttr(const std::string& attr) {
+    return Op("Constant", {}, attr, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, attr)}});
+  }
+  std::string Int64(const std::string& name, int64_t value) {
+    return Op("Constant", {}, name, {{"value_int", Attribute::Int(value)}});
+  }
+  std::string ParamTyped(const std::string& name, float value) {
+    Op("Constant", {}, name + "_f32", {{"value_float", Attribute::Float(value)}});
+    return Op("CastLike", {name + "_f32", "param"}, name);
+  }
+  // A nonzero int attribute as a bool scalar.
+  std::string FlagAttr(const std::string& attr) {
+    return Op("Cast", {IntAttr(attr)}, attr + "_flag", {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
+  }
+
+  std::shared_ptr<const FunctionDef> Build() { return f_; }
+
+ private:
+  std::shared_ptr<FunctionDef> f_;
+};
+
+std::shared_ptr<const FunctionDef> AdamWUpdateFunction() {
+  FunctionBuilder f("AdamWUpdate", {"lr", "step", "param", "grad", "m1", "m2"}, {"param_out", "m1_out", "m2_out"},
+                    {"beta1", "beta2", "epsilon", "weight_decay", "correct_bias", "adam_mode"});
+  std::string b1 = f.FloatAttr("beta1"), b2 = f.FloatAttr("beta2");
+  std::string eps = f.FloatAttr("epsilon"), wd = f.FloatAttr("weight_decay");
+  std::string correct_bias = f.Op("CastLike", {f.FlagAttr("correct_bias"), "param"}, "correct_bias_value");
+  std::string mode = f.IntAttr("adam_mode");
+  std::string is_torch = f.Op("Equal", {mode, f.Int64("mode_torch", 0)}, "is_torch");
+  std::string is_hf = f.Op("Equal", {mode, f.Int64("mode_hf", 1)}, "is_hf");
+  std::string is_l2 = f.Op("Equal", {mode, f.Int64("mode_l2", 2)}, "is_l2");
+  std::string one = f.ParamTyped("one", 1.0f), zero = f.ParamTyped("zero", 0.0f);
+  std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
+  std::string t = f.Op("CastLike", {f.Op("Add", {"step", f.Int64("step_one", 1)}, "t_int"), "param"}, "t");
+  // ac = 1 - b1^t, bc = 1 - b2^t (both 1 without bias correction)
+  std::string ac = f.Op("Sub", {one, f.Op("Mul", {f.Op("Pow", {b1, t}, "b1_pow"), correct_bias}, "b1_pow_c")}, "ac");
+  std::string bc = f.Op("Sub", {one, f.Op("Mul", {f.Op("Pow", {b2, t}, "b2_pow"), correct_bias}, "b2_pow_c")}, "bc");
+  std::string sqrt_bc = f.Op("Sqrt", {bc}, "sqrt_bc");
+  std::string l2 = f.Op("Where", {is_l2, wd, zero}, "l2");
+  std::string g = f.Op("Add", {"grad", f.Op("Mul", {l2, "param"}, "l2_term")}, "g");
+  f.Op("Add", {f.Op("Mul", {b1, "m1"}, "m1_kept"), f.Op("Mul", {f.Op("Sub", {one, b1}, "one_minus_b1"), g}, "m1_new")},
+       "m1_out");
+  std::string g2 = f.Op("Mul", {g, g}, "g2");
+  f.Op("Add", {f.Op("Mul", {b2, "m2"}, "m2_kept"), f.Op("Mul", {f.Op("Sub", {one, b2}, "one_minus_b2"), g2}, "m2_new")},
+       "m2_out");
+  std::string lr_wd = f.Op("Mul", {lr, wd}, "lr_wd");
+  std::string keep_before = f.Op("Sub", {one, f.Op("Where", {is_torch, lr_wd, zero}, "decay_before")}, "keep_before");
+  std::string keep_after = f.Op("Sub", {one, f.Op("Where", {is_hf, lr_wd, zero}, "decay_after")}, "keep_after");
+  std::string eps_eff = f.Op("Where", {is_hf, f.Op("Div", {eps, sqrt_bc}, "eps_hf"), eps}, "eps_eff");
+  std::string denom =
+      f.Op("Add", {f.Op("Div", {f.Op("Sqrt", {"m2_out"}, "sqrt_m2"), sqrt_bc}, "sqrt_m2_hat"), eps_eff}, "denom");
+  std::string step_size = f.Op("Div", {lr, ac}, "step_size");
+  std::string delta = f.Op("Mul", {step_size, f.Op("Div", {"m1_out", denom}, "ratio")}, "delta");
+  std::string decayed = f.Op("Mul", {"param", keep_before}, "decayed");
+  f.Op("Mul", {f.Op("Sub", {decayed, delta}, "stepped"), keep_after}, "param_out");
+  return f.Build();
+}
+
+std::shared_ptr<const FunctionDef> SGDUpdateFunction() {
+  FunctionBuilder f("SGDUpdate", {"lr", "step", "param", "grad"}, {"param_out"}, {"weight_decay"});
+  std::string wd = f.FloatAttr("weight_decay");
+  std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
+  std::string g = f.Op("Add", {"grad", f.Op("Mul", {wd, "param"}, "wd_term")}, "g");
+  f.Op("Sub", {"param", f.Op("Mul", {lr, g}, "delta")}, "param_out");
+  return f.Build();
+}
+
+std::shared_ptr<const FunctionDef> SGDMomentumUpdateFunction() {
+  FunctionBuilder f("SGDMomentumUpdate", {"lr", "step", "param", "grad", "momentum_buffer"},
+                    {"param_out", "momentum_buffer_out"}, {"momentum", "dampening", "nesterov", "weight_decay"});
+  std::string mu = f.FloatAttr("momentum"), dampening = f.FloatAttr("dampening"), wd = f.FloatAttr("weight_decay");
+  std::string nesterov = f.FlagAttr("nesterov");
+  std::string one = f.ParamTyped("one", 1.0f);
+  std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
+  std::string first_step = f.Op("Equal", {"step", f.Int64("step_zero", 0)}, "first_step");
+  std::string g = f.Op("Add", {"grad", f.Op("Mul", {wd, "param"}, "wd_term")}, "g");
+  std::string blended = f.Op("Add",
+                             {f.Op("Mul", {mu, "momentum_buffer"}, "buf_kept"),
+                              f.Op("Mul", {f.Op("Sub", {one, dampening}, "keep_grad"), g}, "grad_part")},
+                             "blended");
+  std::string buf = f.Op("Where", {first_step, g, blended}, "momentum_buffer_out");
+  std::string look_ahead = f.Op("Add", {g, f.Op("Mul", {mu, buf}, "buf_scaled")}, "look_ahead");
+  std::string direction = f.Op("Where", {nesterov, look_ahead, buf}, "direction");
+  f.Op("Sub", {"param", f.Op("Mul", {lr, direction}, "delta")}, "param_out");
+  return f.Build();
+}
+
+}  // namespace
+
+void RegisterOptimizerOps(OpRegistry& r) {
+  RegisterFused(r, "AdamWUpdate", AdamWUpdateKernel, AdamWUpdateFunction());
+  RegisterFused(r, "SGDUpdate", SGDUpdateKernel, SGDUpdateFunction());
+  RegisterFused(r, "SGDMomentumUpdate", SGDUpdateKernel, SGDMomentumUpdateFunction());
+}
+
+}  // namespace edgetrain
