@@ -20,12 +20,24 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ONNX Runtime's native inference build, an independent executor of our training graphs (tests).
+peers="${EDGETRAIN_PEERS_DIR:-$HOME/.cache/edgetrain-peers}"
+if [ ! -f "$peers/node_modules/onnxruntime-node/package.json" ]; then
+  if ! command -v npm >/dev/null; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  mkdir -p "$peers"
+  ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
+    onnxruntime-node@1.30.0 >/dev/null
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

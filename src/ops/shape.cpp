@@ -675,8 +675,14 @@ void SliceGradient(GradientContext& g) {
     if (g.node().HasAttr("axes")) inputs.push_back(g.Ints(g.node().GetInts("axes")));
   } else {
     for (size_t i = 1; i <= 4; ++i) inputs.push_back(g.X(i));
-    while (inputs.back().empty()) inputs.pop_back();
   }
+  // SliceGrad's function body reads every input, so omitted axes and steps are spelled out.
+  inputs.resize(6);
+  const std::string& starts = inputs[2];
+  auto like_starts = [&](int64_t v) { return g.Op("CastLike", {g.Constant(Tensor::Scalar<int64_t>(v)), starts}); };
+  if (inputs[4].empty())
+    inputs[4] = g.Op("Range", {like_starts(0), g.Op("CastLike", {g.Op("Size", {starts}), starts}), like_starts(1)});
+  if (inputs[5].empty()) inputs[5] = g.Op("Expand", {like_starts(1), g.Op("Shape", {starts})});
   g.SetGrad(0, g.Op("SliceGrad", inputs, {}, kEdgetrainDomain));
 }
 
