@@ -7,6 +7,7 @@
 #include "autodiff/artifacts.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/session.hpp"
 #include "test_util.hpp"
 
 using namespace edgetrain;
@@ -153,4 +154,43 @@ TEST(Artifacts, OperatorWithoutGradientRuleIsNamed) {
   // Round is not differentiable: on the path to w1 it must be reported by node and operator.
   m.graph.nodes[1] = Node{"rounding", "Round", "", {"h"}, {"a"}, {}, 0};
   EXPECT_ERROR(BuildArtifacts(m, {}), ErrorCode::kNotImplemented, "node 'rounding' (Round)");
+}
+
+TEST(Artifacts, LossComposedInCppTrainsLikeTheBuiltInOne) {
+  auto squared_error = [](LossComposer& c) {
+    std::string target = c.Target("y_target", DataType::kFloat32, {Dim{-1, "batch"}, Dim{3, ""}});
+    std::string diff = c.Op("Sub", {c.Prediction(0), target});
+    std::string half = c.Constant(Tensor::Scalar<float>(0.5f));
+    return c.Op("Mul", {half, c.Op("ReduceMean", {c.Op("Mul", {diff, diff})}, {{"keepdims", Attribute::Int(0)}})});
+  };
+  ArtifactOptions composed;
+  composed.loss.type = LossType::kCustom;
+  composed.loss.compose = squared_error;
+  ArtifactOptions builtin;
+  builtin.loss.type = LossType::kMSE;
+  Artifacts a = BuildArtifacts(TwoLayerModel(), composed);
+  Artifacts b = BuildArtifacts(TwoLayerModel(), builtin);
+  EXPECT_EQ(InputNames(a.training), (std::vector<std::string>{"x", "y_target", "w1", "b1", "w2", "b2"}));
+
+  std::map<std::string, Tensor> feeds;
+  feeds["x"] = Tensor::FromVector<float>({0.5f, -1, 2, 0.25f, 1, 1, -0.5f, 3}, {2, 4});
+  Tensor target = Tensor::FromVector<float>({1, 0, -1, 0.5f, 0.25f, 2}, {2, 3});
+  for (const auto& [name, t] : TwoLayerModel().graph.initializers) feeds[name] = t;
+  feeds.erase("unused_shape");
+  std::map<std::string, Tensor> feeds_a = feeds, feeds_b = feeds;
+  feeds_a["y_target"] = target;
+  feeds_b[InputNames(b.training)[1]] = target;
+  std::vector<Tensor> out_a = Session(a.training).Run(feeds_a);
+  std::vector<Tensor> out_b = Session(b.training).Run(feeds_b);
+  ASSERT_EQ(out_a.size(), out_b.size());
+  for (size_t k = 0; k < out_a.size(); ++k) {  // half the MSE: half its loss and gradients
+    std::vector<float> va = out_a[k].ToVector<float>(), vb = out_b[k].ToVector<float>();
+    for (size_t e = 0; e < va.size(); ++e) EXPECT_NEAR(va[e], 0.5f * vb[e], 1e-6f) << "output " << k;
+  }
+
+  composed.loss.compose = [](LossComposer& c) {
+    return c.Op("ReduceSum", {c.Target("x", DataType::kFloat32, {Dim{3, ""}})});
+  };
+  EXPECT_ERROR(BuildArtifacts(TwoLayerModel(), composed), ErrorCode::kInvalidArgument,
+               "target name 'x' is already a value of the model");
 }

@@ -200,6 +200,7 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
   auto build = [&](bool training) {
     Model m = forward;
     m.opsets[""] = std::max<int64_t>(m.OpsetFor(""), kTrainingOpset);
+    m.opsets[kEdgetrainDomain] = 1;  // fused gradient operators
     Graph& g = m.graph;
     ParametersToInputs(g, params);
     std::vector<std::string> state_updates = SetMode(g, training);

@@ -170,6 +170,42 @@ class LossBuilder {
   std::map<double, std::string> scalars_;
 };
 
+class ComposerOnBuilder final : public LossComposer {
+ public:
+  ComposerOnBuilder(LossBuilder& b, const std::vector<std::string>& predictions) : b_(b), predictions_(predictions) {}
+  size_t NumPredictions() const override { return predictions_.size(); }
+  std::string Prediction(size_t i) const override {
+    ET_CHECK(i < predictions_.size(), ErrorCode::kInvalidArgument, "custom loss: prediction ", i,
+             " does not exist (", predictions_.size(), " given)");
+    return predictions_[i];
+  }
+  std::string Target(const std::string& name, DataType dtype, const std::vector<Dim>& shape) override {
+    ET_CHECK(b_.IsFree(name), ErrorCode::kInvalidArgument, "custom loss: target name '", name,
+             "' is already a value of the model");
+    ValueInfo info;
+    info.name = name;
+    info.dtype = dtype;
+    info.has_shape = true;
+    info.shape = shape;
+    b_.AddInput(info);
+    return name;
+  }
+  std::string Constant(const Tensor& value) override {
+    std::string name = b_.FreshName("custom_loss/const");
+    b_.graph().initializers[name] = value;
+    b_.AddConstant(name);
+    return name;
+  }
+  std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
+                 std::map<std::string, Attribute> attributes) override {
+    return b_.Op(op_type, inputs, std::move(attributes));
+  }
+
+ private:
+  LossBuilder& b_;
+  const std::vector<std::string>& predictions_;
+};
+
 std::string ReductionName(Reduction reduction) { return reduction == Reduction::kMean ? "mean" : "sum"; }
 
 // A target input with the prediction's type and shape, named "<prediction>_target".
@@ -447,7 +483,15 @@ AppendedLoss AppendLoss(Graph& graph, const LossSpec& spec, const std::vector<st
     case LossType::kHuber:
     case LossType::kSmoothL1: AppendHuber(b, prediction, spec, result.loss); break;
     case LossType::kKLDiv: AppendKLDiv(b, prediction, spec, result.loss); break;
-    case LossType::kCustom: AppendCustom(b, infos, spec, result.loss); break;
+    case LossType::kCustom:
+      if (spec.compose) {
+        ComposerOnBuilder composer(b, predictions);
+        std::string value = spec.compose(composer);
+        b.Op("Identity", {value}, {}, result.loss);
+      } else {
+        AppendCustom(b, infos, spec, result.loss);
+      }
+      break;
   }
   if (spec.type != LossType::kCustom) {
     ValueInfo loss_info;

@@ -1,12 +1,28 @@
 // Loss functions appended to a forward graph, built from ONNX operators that have gradient rules.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "ir/graph.hpp"
 
 namespace edgetrain {
+
+// Composes a loss from ONNX operators in C++ (the role of ORT's onnxblock): set LossSpec::compose
+// and AppendLoss hands it the predictions; the value it returns is the loss.
+class LossComposer {
+ public:
+  virtual ~LossComposer() = default;
+  virtual size_t NumPredictions() const = 0;
+  virtual std::string Prediction(size_t i) const = 0;
+  // A new graph input holding targets (labels); symbolic dims such as "batch" are kept.
+  virtual std::string Target(const std::string& name, DataType dtype, const std::vector<Dim>& shape) = 0;
+  virtual std::string Constant(const Tensor& value) = 0;
+  virtual std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
+                         std::map<std::string, Attribute> attributes = {}) = 0;
+};
 
 enum class LossType { kMSE, kCrossEntropy, kBCEWithLogits, kL1, kHuber, kSmoothL1, kNLL, kKLDiv, kCustom };
 enum class Reduction { kMean, kSum };
@@ -21,6 +37,7 @@ struct LossSpec {
   DataType label_type = DataType::kInt64;  // CrossEntropy, NLL labels: int64 or int32
   bool log_target = false;                 // KLDiv: target given as log-probabilities
   std::string custom_loss_path;            // kCustom: ONNX file, inputs = predictions then targets, one scalar output
+  std::function<std::string(LossComposer&)> compose;  // kCustom without a file: the loss composed in C++
 };
 
 LossType ParseLossType(const std::string& name);  // "mse", "cross_entropy", ... (throws kInvalidArgument listing names)
