@@ -60,6 +60,31 @@ def main():
         r = run("run", os.path.join(tmp, "missing.onnx"))
         expect("missing model is an IoError", r.returncode == 1 and "error (IoError)" in r.stderr, r.stderr)
 
+        art = os.path.join(tmp, "art")
+        r = run("generate-artifacts", MLP, "--out", art, "--frozen", "net.1.weight,net.1.bias", "--optimizer", "sgd",
+                "--momentum", "0.9", "--prefix", "mlp_")
+        expect("generate-artifacts exits 0", r.returncode == 0, r.stderr)
+        for name in ["training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint"]:
+            expect(f"generate-artifacts writes mlp_{name}", os.path.exists(os.path.join(art, "mlp_" + name)))
+        r = run("inspect", os.path.join(art, "mlp_training_model.onnx"))
+        expect("the training model returns gradients of the trainable parameters only",
+               "net.3.weight_grad" in r.stdout and "net.1.weight_grad" not in r.stdout, r.stdout)
+        r = run("check-gradients", art, "--prefix", "mlp_", "--samples", "4")
+        expect("check-gradients passes on the MLP", r.returncode == 0 and "net.5.bias" in r.stdout, r.stdout + r.stderr)
+
+        r = run("generate-artifacts", MLP, "--out", art, "--frozen", "net.9.weight")
+        expect("an unknown parameter is named", r.returncode == 1 and
+               "frozen parameter 'net.9.weight' is not an initializer" in r.stderr, r.stderr)
+        r = run("generate-artifacts", MLP, "--out", art, "--loss", "hinge")
+        expect("an unknown loss lists the valid ones", r.returncode == 1 and "hinge" in r.stderr and
+               "cross_entropy" in r.stderr, r.stderr)
+        r = run("generate-artifacts", MLP, "--out", art, "--loss-input", "logits")
+        expect("an unknown loss input is named", r.returncode == 1 and "loss input 'logits'" in r.stderr, r.stderr)
+        r = run("generate-artifacts", MLP, "--out", art, "--loss", "mse", "--requires-grad", "net.5.bias",
+                "--frozen", "net.5.bias")
+        expect("a parameter both frozen and trainable is refused", r.returncode == 1 and
+               "both as requires-grad and as frozen" in r.stderr, r.stderr)
+
     print(f"cli: {checks - len(failures)} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 
