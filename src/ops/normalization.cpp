@@ -68,10 +68,11 @@ void BatchNormalization(KernelContext& ctx) {
            ShapeToString(x.shape()));
   const double epsilon = node.GetFloat("epsilon", 1e-5f);
   const double momentum = node.GetFloat("momentum", 0.9f);
-  // Before opset 14 training mode was implied by requesting the statistics outputs.
-  const bool training = ctx.opset() >= 14
-                            ? node.GetInt("training_mode", 0) != 0
-                            : (ctx.HasOutput(1) || ctx.HasOutput(2) || ctx.HasOutput(3) || ctx.HasOutput(4));
+  // Before opset 14 training mode was implied by the node listing its statistics outputs (whether
+  // or not anything reads them).
+  auto declares = [&](size_t k) { return k < node.outputs.size() && !node.outputs[k].empty(); };
+  const bool training = ctx.opset() >= 14 ? node.GetInt("training_mode", 0) != 0
+                                          : (declares(1) || declares(2) || declares(3) || declares(4));
   // Opsets 7-8: spatial=0 keeps separate statistics for every C x D1 x ... x Dn position.
   const bool spatial = ctx.opset() >= 9 || node.GetInt("spatial", 1) != 0;
 

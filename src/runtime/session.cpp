@@ -260,6 +260,9 @@ class GraphExecutor {
     std::vector<std::string> outer;
     if (parent_) outer = parent_->VisibleNames();
     std::vector<size_t> order = TopologicalOrder(graph_, outer);
+    std::unordered_set<std::string> read;  // values some node (or subgraph node) or graph output reads
+    for (const auto& o : graph_.outputs) read.insert(o.name);
+    CollectReads(graph_, read);
     for (const auto& [name, tensor] : graph_.initializers) initializer_values_.emplace_back(AddSlot(name), tensor);
     for (const auto& in : graph_.inputs) AddSlot(in.name);
     for (size_t index : order) {
@@ -279,7 +282,8 @@ class GraphExecutor {
           step.inputs.push_back(s);
         }
       }
-      for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? kNoSlot : AddSlot(out));
+      for (const auto& out : node.outputs)  // an output nothing reads is not requested (HasOutput false)
+        step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
       steps_.push_back(std::move(step));
     }
     // Outer-scope names read inside nested subgraphs must be visible through Lookup.
@@ -305,6 +309,16 @@ class GraphExecutor {
     planned_bytes_.assign(values_.size(), 0);
     planned_offset_.assign(values_.size(), -1);
     define_step_.assign(values_.size(), -1);
+  }
+
+  static void CollectReads(const Graph& graph, std::unordered_set<std::string>& read) {
+    for (const auto& n : graph.nodes) {
+      read.insert(n.inputs.begin(), n.inputs.end());
+      for (const auto& [key, a] : n.attributes) {
+        if (a.g) CollectReads(*a.g, read);
+        for (const auto& g : a.graphs) CollectReads(*g, read);
+      }
+    }
   }
 
   static bool HasSubgraph(const Node& node) {
