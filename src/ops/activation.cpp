@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "ops/elementwise_util.hpp"
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
@@ -106,45 +107,25 @@ void FusedBackward(KernelContext& ctx, Fn fn) {
   });
 }
 
-// A FunctionDef (dY, Y) -> dX whose body starts with `zero` and `one` of Y's type.
-class BackwardFunction {
- public:
-  explicit BackwardFunction(const std::string& name) : f_(std::make_shared<FunctionDef>()) {
-    f_->domain = kEdgetrainDomain;
-    f_->name = name;
-    f_->inputs = {"dY", "Y"};
-    f_->outputs = {"dX"};
-    Add("Constant", {}, "zero_f32", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(0))}});
-    Add("CastLike", {"zero_f32", "Y"}, "zero");
-    Add("Constant", {}, "one_f32", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(1))}});
-    Add("CastLike", {"one_f32", "Y"}, "one");
-  }
-  BackwardFunction& Add(const std::string& op, std::vector<std::string> inputs, const std::string& output,
-                        std::map<std::string, Attribute> attributes = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f_->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {output};
-    n.attributes = std::move(attributes);
-    f_->nodes.push_back(std::move(n));
-    return *this;
-  }
-  std::shared_ptr<const FunctionDef> Done() { return f_; }
-
- private:
-  std::shared_ptr<FunctionDef> f_;
-};
+// A builder for a FunctionDef (dY, Y) -> dX whose body starts with `zero` and `one` of Y's type.
+FunctionBuilder BackwardFunction(const std::string& name) {
+  FunctionBuilder f(name, {"dY", "Y"}, {"dX"});
+  f.Constant("zero_f32", Tensor::Scalar<float>(0));
+  f.Op("CastLike", {"zero_f32", "Y"}, "zero");
+  f.Constant("one_f32", Tensor::Scalar<float>(1));
+  f.Op("CastLike", {"one_f32", "Y"}, "one");
+  return f;
+}
 
 // ReluGrad: dX = Y > 0 ? dY : 0
 void ReluGradKernel(KernelContext& ctx) {
   FusedBackward(ctx, [](auto dy, auto y) { return y > decltype(y){0} ? dy : decltype(y){0}; });
 }
 std::shared_ptr<const FunctionDef> ReluGradFunction() {
-  return BackwardFunction("ReluGrad")
-      .Add("Greater", {"Y", "zero"}, "positive")
-      .Add("Where", {"positive", "dY", "zero"}, "dX")
-      .Done();
+  FunctionBuilder f = BackwardFunction("ReluGrad");
+  f.Op("Greater", {"Y", "zero"}, "positive");
+  f.Op("Where", {"positive", "dY", "zero"}, "dX");
+  return f.Build();
 }
 
 // SigmoidGrad: dX = dY * Y * (1 - Y)
@@ -152,11 +133,11 @@ void SigmoidGradKernel(KernelContext& ctx) {
   FusedBackward(ctx, [](auto dy, auto y) { return dy * y * (decltype(y){1} - y); });
 }
 std::shared_ptr<const FunctionDef> SigmoidGradFunction() {
-  return BackwardFunction("SigmoidGrad")
-      .Add("Mul", {"dY", "Y"}, "dy_y")
-      .Add("Sub", {"one", "Y"}, "one_minus_y")
-      .Add("Mul", {"dy_y", "one_minus_y"}, "dX")
-      .Done();
+  FunctionBuilder f = BackwardFunction("SigmoidGrad");
+  f.Op("Mul", {"dY", "Y"}, "dy_y");
+  f.Op("Sub", {"one", "Y"}, "one_minus_y");
+  f.Op("Mul", {"dy_y", "one_minus_y"}, "dX");
+  return f.Build();
 }
 
 // TanhGrad: dX = dY * (1 - Y^2)
@@ -164,11 +145,11 @@ void TanhGradKernel(KernelContext& ctx) {
   FusedBackward(ctx, [](auto dy, auto y) { return dy * (decltype(y){1} - y * y); });
 }
 std::shared_ptr<const FunctionDef> TanhGradFunction() {
-  return BackwardFunction("TanhGrad")
-      .Add("Mul", {"Y", "Y"}, "y_squared")
-      .Add("Sub", {"one", "y_squared"}, "one_minus_y_squared")
-      .Add("Mul", {"dY", "one_minus_y_squared"}, "dX")
-      .Done();
+  FunctionBuilder f = BackwardFunction("TanhGrad");
+  f.Op("Mul", {"Y", "Y"}, "y_squared");
+  f.Op("Sub", {"one", "y_squared"}, "one_minus_y_squared");
+  f.Op("Mul", {"dY", "one_minus_y_squared"}, "dX");
+  return f.Build();
 }
 
 // ---- gradient rules ----

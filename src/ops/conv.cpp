@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/function_builder.hpp"
 #include "ops/gemm.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -579,26 +580,6 @@ void ConvGradKernel(KernelContext& ctx) {
   });
 }
 
-// Appends the nodes of a function body.
-struct FunctionBuilder {
-  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
-
-  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  }
-  void Ints(const std::string& name, const std::vector<int64_t>& values) {
-    const int64_t n = static_cast<int64_t>(values.size());
-    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>(values, {n}))}});
-  }
-};
-
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
 
 // ConvGrad in standard ops (any spatial rank; shapes read at run time):
@@ -607,12 +588,7 @@ Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Ki
 //       dilations exchanged, cut to the kernel size;
 //  dB = ReduceSum(dY) over the batch and spatial axes.
 std::shared_ptr<const FunctionDef> ConvGradFunction() {
-  FunctionBuilder b;
-  b.f->domain = kEdgetrainDomain;
-  b.f->name = "ConvGrad";
-  b.f->inputs = {"dY", "X", "W"};
-  b.f->outputs = {"dX", "dW", "dB"};
-  b.f->attributes = {"strides", "pads", "dilations", "group"};
+  FunctionBuilder b("ConvGrad", {"dY", "X", "W"}, {"dX", "dW", "dB"}, {"strides", "pads", "dilations", "group"});
   const Attribute group = Attribute::Ref(Attribute::Kind::kInt, "group");
   const Attribute axis0 = Attribute::Int(0);
   b.Ints("zero", {0});
@@ -621,60 +597,63 @@ std::shared_ptr<const FunctionDef> ConvGradFunction() {
   b.Ints("to_end", {std::numeric_limits<int64_t>::max()});
   b.Ints("flat", {-1});
   b.Ints("zeros_2", {0, 0});
-  b("Shape", {"X"}, {"x_shape"});
-  b("Shape", {"W"}, {"w_shape"});
-  b("Shape", {"dY"}, {"dy_shape"});
-  b("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
-  b("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
-  b("Slice", {"w_shape", "two", "to_end"}, {"kernel_spatial"});
-  b("Slice", {"x_shape", "zero", "one"}, {"batch"});
-  b("Slice", {"x_shape", "one", "two"}, {"channels"});
-  b("Slice", {"w_shape", "zero", "one"}, {"out_channels"});
-  b("Slice", {"w_shape", "one", "two"}, {"group_channels"});
-  b("Div", {"channels", "group_channels"}, {"groups"});
-  b("Div", {"out_channels", "groups"}, {"group_out_channels"});
+  b.Node("Shape", {"X"}, {"x_shape"});
+  b.Node("Shape", {"W"}, {"w_shape"});
+  b.Node("Shape", {"dY"}, {"dy_shape"});
+  b.Node("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
+  b.Node("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
+  b.Node("Slice", {"w_shape", "two", "to_end"}, {"kernel_spatial"});
+  b.Node("Slice", {"x_shape", "zero", "one"}, {"batch"});
+  b.Node("Slice", {"x_shape", "one", "two"}, {"channels"});
+  b.Node("Slice", {"w_shape", "zero", "one"}, {"out_channels"});
+  b.Node("Slice", {"w_shape", "one", "two"}, {"group_channels"});
+  b.Node("Div", {"channels", "group_channels"}, {"groups"});
+  b.Node("Div", {"out_channels", "groups"}, {"group_out_channels"});
   // dX
-  b("ConvTranspose", {"dY", "W"}, {"dx_full"},
-    {{"strides", RefInts("strides")}, {"dilations", RefInts("dilations")}, {"group", group}});
-  b("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
-  b("Shape", {"pads"}, {"pads_count"});
-  b("Div", {"pads_count", "two"}, {"spatial_rank"});
-  b("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
-  b("Shape", {"dx_full"}, {"full_shape"});
-  b("Slice", {"full_shape", "two", "to_end"}, {"full_spatial"});
-  b("Add", {"x_spatial", "pad_begin"}, {"x_end"});
-  b("Sub", {"x_end", "full_spatial"}, {"crop_end"});
-  b("Neg", {"pad_begin"}, {"crop_begin"});
-  b("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
-  b("Pad", {"dx_full", "crop"}, {"dX"});
+  b.Node("ConvTranspose", {"dY", "W"}, {"dx_full"},
+         {{"strides", RefInts("strides")}, {"dilations", RefInts("dilations")}, {"group", group}});
+  b.Node("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
+  b.Node("Shape", {"pads"}, {"pads_count"});
+  b.Node("Div", {"pads_count", "two"}, {"spatial_rank"});
+  b.Node("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
+  b.Node("Shape", {"dx_full"}, {"full_shape"});
+  b.Node("Slice", {"full_shape", "two", "to_end"}, {"full_spatial"});
+  b.Node("Add", {"x_spatial", "pad_begin"}, {"x_end"});
+  b.Node("Sub", {"x_end", "full_spatial"}, {"crop_end"});
+  b.Node("Neg", {"pad_begin"}, {"crop_begin"});
+  b.Node("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
+  b.Node("Pad", {"dx_full", "crop"}, {"dX"});
   // dW
-  b("Concat", {"batch", "groups", "group_channels", "flat"}, {"x_grouped_shape"}, {{"axis", axis0}});
-  b("Reshape", {"X", "x_grouped_shape"}, {"x_grouped"});
-  b("Transpose", {"x_grouped"}, {"x_swapped"}, {{"perm", Attribute::Ints({2, 1, 0, 3})}});
-  b("Mul", {"groups", "batch"}, {"groups_batch"});
-  b("Concat", {"group_channels", "groups_batch", "x_spatial"}, {"x_as_batch_shape"}, {{"axis", axis0}});
-  b("Reshape", {"x_swapped", "x_as_batch_shape"}, {"x_as_batch"});
-  b("Concat", {"batch", "groups", "group_out_channels", "flat"}, {"dy_grouped_shape"}, {{"axis", axis0}});
-  b("Reshape", {"dY", "dy_grouped_shape"}, {"dy_grouped"});
-  b("Transpose", {"dy_grouped"}, {"dy_swapped"}, {{"perm", Attribute::Ints({1, 2, 0, 3})}});
-  b("Concat", {"out_channels", "batch", "dy_spatial"}, {"dy_as_kernel_shape"}, {{"axis", axis0}});
-  b("Reshape", {"dy_swapped", "dy_as_kernel_shape"}, {"dy_as_kernel"});
-  b("Conv", {"x_as_batch", "dy_as_kernel"}, {"dw_wide"},
-    {{"strides", RefInts("dilations")}, {"dilations", RefInts("strides")}, {"pads", RefInts("pads")}, {"group", group}});
-  b("Sub", {"kernel_spatial", "kernel_spatial"}, {"kernel_zeros"});
-  b("Concat", {"zeros_2", "kernel_zeros"}, {"dw_starts"}, {{"axis", axis0}});
-  b("Concat", {"group_channels", "out_channels", "kernel_spatial"}, {"dw_ends"}, {{"axis", axis0}});
-  b("Slice", {"dw_wide", "dw_starts", "dw_ends"}, {"dw_swapped"});
-  b("Concat", {"group_channels", "out_channels", "flat"}, {"dw_flat_shape"}, {{"axis", axis0}});
-  b("Reshape", {"dw_swapped", "dw_flat_shape"}, {"dw_flat"});
-  b("Transpose", {"dw_flat"}, {"dw_transposed"}, {{"perm", Attribute::Ints({1, 0, 2})}});
-  b("Reshape", {"dw_transposed", "w_shape"}, {"dW"});
+  b.Node("Concat", {"batch", "groups", "group_channels", "flat"}, {"x_grouped_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"X", "x_grouped_shape"}, {"x_grouped"});
+  b.Node("Transpose", {"x_grouped"}, {"x_swapped"}, {{"perm", Attribute::Ints({2, 1, 0, 3})}});
+  b.Node("Mul", {"groups", "batch"}, {"groups_batch"});
+  b.Node("Concat", {"group_channels", "groups_batch", "x_spatial"}, {"x_as_batch_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"x_swapped", "x_as_batch_shape"}, {"x_as_batch"});
+  b.Node("Concat", {"batch", "groups", "group_out_channels", "flat"}, {"dy_grouped_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"dY", "dy_grouped_shape"}, {"dy_grouped"});
+  b.Node("Transpose", {"dy_grouped"}, {"dy_swapped"}, {{"perm", Attribute::Ints({1, 2, 0, 3})}});
+  b.Node("Concat", {"out_channels", "batch", "dy_spatial"}, {"dy_as_kernel_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"dy_swapped", "dy_as_kernel_shape"}, {"dy_as_kernel"});
+  b.Node("Conv", {"x_as_batch", "dy_as_kernel"}, {"dw_wide"},
+         {{"strides", RefInts("dilations")},
+          {"dilations", RefInts("strides")},
+          {"pads", RefInts("pads")},
+          {"group", group}});
+  b.Node("Sub", {"kernel_spatial", "kernel_spatial"}, {"kernel_zeros"});
+  b.Node("Concat", {"zeros_2", "kernel_zeros"}, {"dw_starts"}, {{"axis", axis0}});
+  b.Node("Concat", {"group_channels", "out_channels", "kernel_spatial"}, {"dw_ends"}, {{"axis", axis0}});
+  b.Node("Slice", {"dw_wide", "dw_starts", "dw_ends"}, {"dw_swapped"});
+  b.Node("Concat", {"group_channels", "out_channels", "flat"}, {"dw_flat_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"dw_swapped", "dw_flat_shape"}, {"dw_flat"});
+  b.Node("Transpose", {"dw_flat"}, {"dw_transposed"}, {{"perm", Attribute::Ints({1, 0, 2})}});
+  b.Node("Reshape", {"dw_transposed", "w_shape"}, {"dW"});
   // dB
-  b("Concat", {"batch", "out_channels", "flat"}, {"dy_flat_shape"}, {{"axis", axis0}});
-  b("Reshape", {"dY", "dy_flat_shape"}, {"dy_flat"});
+  b.Node("Concat", {"batch", "out_channels", "flat"}, {"dy_flat_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"dY", "dy_flat_shape"}, {"dy_flat"});
   b.Ints("bias_axes", {0, 2});
-  b("ReduceSum", {"dy_flat", "bias_axes"}, {"dB"}, {{"keepdims", Attribute::Int(0)}});
-  return b.f;
+  b.Node("ReduceSum", {"dy_flat", "bias_axes"}, {"dB"}, {{"keepdims", Attribute::Int(0)}});
+  return b.Build();
 }
 
 // ---------------------------------------------------------------------------------------------

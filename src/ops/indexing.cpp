@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
@@ -749,73 +750,46 @@ void GatherGradKernel(KernelContext& ctx) {
   });
 }
 
-// Builds a FunctionDef node by node.
-struct FunctionBuilder {
-  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
-  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  }
-  void Constant(const std::string& name, Tensor value) {
-    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(std::move(value))}});
-  }
-};
-
 // GatherGrad in standard ONNX ops: view data as [outer, size, inner] and dY as [outer, count, inner],
 // then ScatterElements with reduction 'add' along the middle axis.
 std::shared_ptr<const FunctionDef> GatherGradFunction() {
-  FunctionBuilder b;
-  b.f->domain = kEdgetrainDomain;
-  b.f->name = "GatherGrad";
-  b.f->inputs = {"dY", "indices", "data_shape"};
-  b.f->outputs = {"dX"};
-  b.f->attributes = {"axis"};
-  auto ints = [](std::vector<int64_t> v) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    return Tensor::FromVector<int64_t>(v, {n});
-  };
+  FunctionBuilder b("GatherGrad", {"dY", "indices", "data_shape"}, {"dX"}, {"axis"});
   const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
-  b("Constant", {}, {"axis_scalar"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
-  b.Constant("one", ints({1}));
-  b.Constant("zero", ints({0}));
-  b.Constant("flat", ints({-1}));
-  b.Constant("to_end", ints({std::numeric_limits<int64_t>::max()}));
+  b.Node("Constant", {}, {"axis_scalar"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
+  b.Ints("one", {1});
+  b.Ints("zero", {0});
+  b.Ints("flat", {-1});
+  b.Ints("to_end", {std::numeric_limits<int64_t>::max()});
   b.Constant("zero_index", Tensor::Scalar<int64_t>(0));
   b.Constant("zero_value", Tensor::Scalar<float>(0));
-  b("Reshape", {"axis_scalar", "one"}, {"axis_raw"});
-  b("Shape", {"data_shape"}, {"rank"});
-  b("Add", {"axis_raw", "rank"}, {"axis_shifted"});
-  b("Mod", {"axis_shifted", "rank"}, {"axis"});
-  b("Add", {"axis", "one"}, {"after_axis"});
-  b("Slice", {"data_shape", "zero", "axis"}, {"outer_dims"});
-  b("Slice", {"data_shape", "after_axis", "to_end"}, {"inner_dims"});
-  b("ReduceProd", {"outer_dims"}, {"outer"}, keep);
-  b("ReduceProd", {"inner_dims"}, {"inner"}, keep);
-  b("Gather", {"data_shape", "axis"}, {"size"});
-  b("Cast", {"indices"}, {"indices_64"}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt64))}});
-  b("Reshape", {"indices_64", "flat"}, {"index_flat"});
-  b("Less", {"index_flat", "zero_index"}, {"negative"});
-  b("Add", {"index_flat", "size"}, {"index_wrapped"});
-  b("Where", {"negative", "index_wrapped", "index_flat"}, {"index"});
-  b("Shape", {"index"}, {"count"});
-  b("Concat", {"outer", "count", "inner"}, {"dy_view"}, {{"axis", Attribute::Int(0)}});
-  b("Concat", {"one", "count", "one"}, {"index_view"}, {{"axis", Attribute::Int(0)}});
-  b("Concat", {"outer", "size", "inner"}, {"dx_view"}, {{"axis", Attribute::Int(0)}});
-  b("Reshape", {"dY", "dy_view"}, {"dy_3d"});
-  b("Reshape", {"index", "index_view"}, {"index_column"});
-  b("Expand", {"index_column", "dy_view"}, {"index_3d"});
-  b("CastLike", {"zero_value", "dY"}, {"typed_zero"});
-  b("Expand", {"typed_zero", "dx_view"}, {"zeros"});
-  b("ScatterElements", {"zeros", "index_3d", "dy_3d"}, {"dx_3d"},
-    {{"axis", Attribute::Int(1)}, {"reduction", Attribute::String("add")}});
-  b("Reshape", {"dx_3d", "data_shape"}, {"dX"}, {{"allowzero", Attribute::Int(1)}});
-  return b.f;
+  b.Node("Reshape", {"axis_scalar", "one"}, {"axis_raw"});
+  b.Node("Shape", {"data_shape"}, {"rank"});
+  b.Node("Add", {"axis_raw", "rank"}, {"axis_shifted"});
+  b.Node("Mod", {"axis_shifted", "rank"}, {"axis"});
+  b.Node("Add", {"axis", "one"}, {"after_axis"});
+  b.Node("Slice", {"data_shape", "zero", "axis"}, {"outer_dims"});
+  b.Node("Slice", {"data_shape", "after_axis", "to_end"}, {"inner_dims"});
+  b.Node("ReduceProd", {"outer_dims"}, {"outer"}, keep);
+  b.Node("ReduceProd", {"inner_dims"}, {"inner"}, keep);
+  b.Node("Gather", {"data_shape", "axis"}, {"size"});
+  b.Node("Cast", {"indices"}, {"indices_64"}, {{"to", Attribute::Int(static_cast<int64_t>(DataType::kInt64))}});
+  b.Node("Reshape", {"indices_64", "flat"}, {"index_flat"});
+  b.Node("Less", {"index_flat", "zero_index"}, {"negative"});
+  b.Node("Add", {"index_flat", "size"}, {"index_wrapped"});
+  b.Node("Where", {"negative", "index_wrapped", "index_flat"}, {"index"});
+  b.Node("Shape", {"index"}, {"count"});
+  b.Node("Concat", {"outer", "count", "inner"}, {"dy_view"}, {{"axis", Attribute::Int(0)}});
+  b.Node("Concat", {"one", "count", "one"}, {"index_view"}, {{"axis", Attribute::Int(0)}});
+  b.Node("Concat", {"outer", "size", "inner"}, {"dx_view"}, {{"axis", Attribute::Int(0)}});
+  b.Node("Reshape", {"dY", "dy_view"}, {"dy_3d"});
+  b.Node("Reshape", {"index", "index_view"}, {"index_column"});
+  b.Node("Expand", {"index_column", "dy_view"}, {"index_3d"});
+  b.Node("CastLike", {"zero_value", "dY"}, {"typed_zero"});
+  b.Node("Expand", {"typed_zero", "dx_view"}, {"zeros"});
+  b.Node("ScatterElements", {"zeros", "index_3d", "dy_3d"}, {"dx_3d"},
+         {{"axis", Attribute::Int(1)}, {"reduction", Attribute::String("add")}});
+  b.Node("Reshape", {"dx_3d", "data_shape"}, {"dX"}, {{"allowzero", Attribute::Int(1)}});
+  return b.Build();
 }
 
 // Shape(value) as an int64 1-D value: a constant when static shape inference knows every dim.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/softmax_util.hpp"
@@ -168,31 +169,17 @@ void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
 }
 
 std::shared_ptr<const FunctionDef> SoftmaxCrossEntropyLossGradFunction() {
-  auto f = std::make_shared<FunctionDef>();
-  f->domain = kEdgetrainDomain;
-  f->name = "SoftmaxCrossEntropyLossGrad";
-  f->inputs = {"scale", "log_prob", "labels"};
-  f->outputs = {"dX"};
-  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {std::move(out)};
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  };
-  node("Constant", {}, "one", {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>({1}, {1}))}});
-  node("Constant", {}, "off_on", {{"value", Attribute::TensorValue(Tensor::FromVector<float>({0.0f, 1.0f}, {2}))}});
-  node("Shape", {"log_prob"}, "classes", {{"start", Attribute::Int(1)}, {"end", Attribute::Int(2)}});
-  node("CastLike", {"off_on", "log_prob"}, "values");
-  node("OneHot", {"labels", "classes", "values"}, "onehot", {{"axis", Attribute::Int(1)}});
-  node("Exp", {"log_prob"}, "prob");
-  node("Sub", {"prob", "onehot"}, "residual");
-  node("Unsqueeze", {"scale", "one"}, "scale_column");
-  node("Mul", {"residual", "scale_column"}, "dX");
-  return f;
+  FunctionBuilder f("SoftmaxCrossEntropyLossGrad", {"scale", "log_prob", "labels"}, {"dX"});
+  f.Ints("one", {1});
+  f.Constant("off_on", Tensor::FromVector<float>({0.0f, 1.0f}, {2}));
+  f.Op("Shape", {"log_prob"}, "classes", {{"start", Attribute::Int(1)}, {"end", Attribute::Int(2)}});
+  f.Op("CastLike", {"off_on", "log_prob"}, "values");
+  f.Op("OneHot", {"labels", "classes", "values"}, "onehot", {{"axis", Attribute::Int(1)}});
+  f.Op("Exp", {"log_prob"}, "prob");
+  f.Op("Sub", {"prob", "onehot"}, "residual");
+  f.Op("Unsqueeze", {"scale", "one"}, "scale_column");
+  f.Op("Mul", {"residual", "scale_column"}, "dX");
+  return f.Build();
 }
 
 // What the rules of both losses share: labels with ignored ones replaced by class 0, and the

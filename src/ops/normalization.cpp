@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
@@ -418,38 +419,6 @@ void LocalResponseNormalization(KernelContext& ctx) {
 
 // ---- Fused backward kernels ----
 
-// Builds a FunctionDef in standard ONNX ops (opset 17), one node at a time.
-class FunctionBody {
- public:
-  FunctionBody(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-               std::vector<std::string> attributes)
-      : f_(std::make_shared<FunctionDef>()) {
-    f_->domain = kEdgetrainDomain;
-    f_->name = std::move(name);
-    f_->inputs = std::move(inputs);
-    f_->outputs = std::move(outputs);
-    f_->attributes = std::move(attributes);
-  }
-  void Add(const std::string& op, std::vector<std::string> inputs, const std::string& output,
-           std::map<std::string, Attribute> attributes = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f_->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {output};
-    n.attributes = std::move(attributes);
-    f_->nodes.push_back(std::move(n));
-  }
-  void Ints(const std::string& output, const std::vector<int64_t>& values) {
-    const Tensor value = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
-    Add("Constant", {}, output, {{"value", Attribute::TensorValue(value)}});
-  }
-  std::shared_ptr<const FunctionDef> Done() { return f_; }
-
- private:
-  std::shared_ptr<FunctionDef> f_;
-};
-
 Attribute Keepdims(bool keep) { return Attribute::Int(keep ? 1 : 0); }
 
 // ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias): the backward
@@ -518,43 +487,43 @@ void BatchNormalizationGradKernel(KernelContext& ctx) {
 
 // BatchNormalizationGrad in standard ops: X and dY viewed as [N, C, spatial], statistics over axes 0, 2.
 std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
-  FunctionBody f("BatchNormalizationGrad", {"dY", "X", "scale"}, {"dX", "dScale", "dBias"}, {"epsilon"});
+  FunctionBuilder f("BatchNormalizationGrad", {"dY", "X", "scale"}, {"dX", "dScale", "dBias"}, {"epsilon"});
   const Attribute axes = Attribute::Ints({0, 2});
   f.Ints("shape3", {0, 0, -1});
   f.Ints("channel_shape", {1, -1, 1});
   f.Ints("axes", {0, 2});
-  f.Add("Constant", {}, "epsilon_float", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")}});
-  f.Add("CastLike", {"epsilon_float", "X"}, "epsilon");
-  f.Add("Reshape", {"X", "shape3"}, "x3");
-  f.Add("Reshape", {"dY", "shape3"}, "dy3");
-  f.Add("ReduceMean", {"x3"}, "mean", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Add("Sub", {"x3", "mean"}, "centered");
-  f.Add("Mul", {"centered", "centered"}, "squares");
-  f.Add("ReduceMean", {"squares"}, "var", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Add("Add", {"var", "epsilon"}, "var_eps");
-  f.Add("Sqrt", {"var_eps"}, "std");
-  f.Add("Reciprocal", {"std"}, "inv_std");
-  f.Add("Mul", {"centered", "inv_std"}, "xhat");
-  f.Add("Mul", {"dy3", "xhat"}, "dy_xhat");
-  f.Add("ReduceSum", {"dy3", "axes"}, "sum_dy", {{"keepdims", Keepdims(false)}});
-  f.Add("ReduceSum", {"dy_xhat", "axes"}, "sum_dy_xhat", {{"keepdims", Keepdims(false)}});
-  f.Add("Shape", {"scale"}, "scale_shape");
-  f.Add("Reshape", {"sum_dy", "scale_shape"}, "dbias_x");
-  f.Add("CastLike", {"dbias_x", "scale"}, "dBias");
-  f.Add("Reshape", {"sum_dy_xhat", "scale_shape"}, "dscale_x");
-  f.Add("CastLike", {"dscale_x", "scale"}, "dScale");
-  f.Add("ReduceMean", {"dy3"}, "mean_dy", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Add("ReduceMean", {"dy_xhat"}, "mean_dy_xhat", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Add("CastLike", {"scale", "X"}, "scale_x");
-  f.Add("Reshape", {"scale_x", "channel_shape"}, "scale3");
-  f.Add("Mul", {"scale3", "inv_std"}, "multiplier");
-  f.Add("Sub", {"dy3", "mean_dy"}, "dy_centered");
-  f.Add("Mul", {"xhat", "mean_dy_xhat"}, "projection");
-  f.Add("Sub", {"dy_centered", "projection"}, "residual");
-  f.Add("Mul", {"multiplier", "residual"}, "dx3");
-  f.Add("Shape", {"X"}, "x_shape");
-  f.Add("Reshape", {"dx3", "x_shape"}, "dX");
-  return f.Done();
+  f.Op("Constant", {}, "epsilon_float", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")}});
+  f.Op("CastLike", {"epsilon_float", "X"}, "epsilon");
+  f.Op("Reshape", {"X", "shape3"}, "x3");
+  f.Op("Reshape", {"dY", "shape3"}, "dy3");
+  f.Op("ReduceMean", {"x3"}, "mean", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("Sub", {"x3", "mean"}, "centered");
+  f.Op("Mul", {"centered", "centered"}, "squares");
+  f.Op("ReduceMean", {"squares"}, "var", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("Add", {"var", "epsilon"}, "var_eps");
+  f.Op("Sqrt", {"var_eps"}, "std");
+  f.Op("Reciprocal", {"std"}, "inv_std");
+  f.Op("Mul", {"centered", "inv_std"}, "xhat");
+  f.Op("Mul", {"dy3", "xhat"}, "dy_xhat");
+  f.Op("ReduceSum", {"dy3", "axes"}, "sum_dy", {{"keepdims", Keepdims(false)}});
+  f.Op("ReduceSum", {"dy_xhat", "axes"}, "sum_dy_xhat", {{"keepdims", Keepdims(false)}});
+  f.Op("Shape", {"scale"}, "scale_shape");
+  f.Op("Reshape", {"sum_dy", "scale_shape"}, "dbias_x");
+  f.Op("CastLike", {"dbias_x", "scale"}, "dBias");
+  f.Op("Reshape", {"sum_dy_xhat", "scale_shape"}, "dscale_x");
+  f.Op("CastLike", {"dscale_x", "scale"}, "dScale");
+  f.Op("ReduceMean", {"dy3"}, "mean_dy", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("ReduceMean", {"dy_xhat"}, "mean_dy_xhat", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("CastLike", {"scale", "X"}, "scale_x");
+  f.Op("Reshape", {"scale_x", "channel_shape"}, "scale3");
+  f.Op("Mul", {"scale3", "inv_std"}, "multiplier");
+  f.Op("Sub", {"dy3", "mean_dy"}, "dy_centered");
+  f.Op("Mul", {"xhat", "mean_dy_xhat"}, "projection");
+  f.Op("Sub", {"dy_centered", "projection"}, "residual");
+  f.Op("Mul", {"multiplier", "residual"}, "dx3");
+  f.Op("Shape", {"X"}, "x_shape");
+  f.Op("Reshape", {"dx3", "x_shape"}, "dX");
+  return f.Build();
 }
 
 // ai.edgetrain.LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev; axis) -> (dX, dScale, dB),
@@ -627,39 +596,39 @@ void LayerNormalizationGradKernel(KernelContext& ctx) {
 
 // LayerNormalizationGrad in standard ops: X, dY, Mean and InvStdDev flattened to [rows, cols] at `axis`.
 std::shared_ptr<const FunctionDef> LayerNormalizationGradFunction() {
-  FunctionBody f("LayerNormalizationGrad", {"dY", "X", "Scale", "Mean", "InvStdDev"}, {"dX", "dScale", "dB"},
-                 {"axis"});
+  FunctionBuilder f("LayerNormalizationGrad", {"dY", "X", "Scale", "Mean", "InvStdDev"}, {"dX", "dScale", "dB"},
+                    {"axis"});
   const Attribute axis = Attribute::Ref(Attribute::Kind::kInt, "axis");
   const Attribute last_axis = Attribute::Ints({1});
   f.Ints("row_shape", {1, -1});
   f.Ints("first_axis", {0});
-  f.Add("Flatten", {"X"}, "x2", {{"axis", axis}});
-  f.Add("Flatten", {"dY"}, "dy2", {{"axis", axis}});
-  f.Add("Flatten", {"Mean"}, "mean_any", {{"axis", axis}});
-  f.Add("Flatten", {"InvStdDev"}, "inv_std_any", {{"axis", axis}});
-  f.Add("CastLike", {"mean_any", "X"}, "mean2");
-  f.Add("CastLike", {"inv_std_any", "X"}, "inv_std2");
-  f.Add("Shape", {"X"}, "normalized_shape", {{"start", axis}});
-  f.Add("Expand", {"Scale", "normalized_shape"}, "scale_full");
-  f.Add("Reshape", {"scale_full", "row_shape"}, "scale2");
-  f.Add("Sub", {"x2", "mean2"}, "centered");
-  f.Add("Mul", {"centered", "inv_std2"}, "xhat");
-  f.Add("Mul", {"dy2", "scale2"}, "g");
-  f.Add("Mul", {"g", "xhat"}, "g_xhat");
-  f.Add("ReduceMean", {"g"}, "mean_g", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
-  f.Add("ReduceMean", {"g_xhat"}, "mean_g_xhat", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
-  f.Add("Sub", {"g", "mean_g"}, "g_centered");
-  f.Add("Mul", {"xhat", "mean_g_xhat"}, "projection");
-  f.Add("Sub", {"g_centered", "projection"}, "residual");
-  f.Add("Mul", {"inv_std2", "residual"}, "dx2");
-  f.Add("Shape", {"X"}, "x_shape");
-  f.Add("Reshape", {"dx2", "x_shape"}, "dX");
-  f.Add("Mul", {"dy2", "xhat"}, "dy_xhat");
-  f.Add("ReduceSum", {"dy_xhat", "first_axis"}, "dscale_flat", {{"keepdims", Keepdims(false)}});
-  f.Add("Reshape", {"dscale_flat", "normalized_shape"}, "dScale");
-  f.Add("ReduceSum", {"dy2", "first_axis"}, "dbias_flat", {{"keepdims", Keepdims(false)}});
-  f.Add("Reshape", {"dbias_flat", "normalized_shape"}, "dB");
-  return f.Done();
+  f.Op("Flatten", {"X"}, "x2", {{"axis", axis}});
+  f.Op("Flatten", {"dY"}, "dy2", {{"axis", axis}});
+  f.Op("Flatten", {"Mean"}, "mean_any", {{"axis", axis}});
+  f.Op("Flatten", {"InvStdDev"}, "inv_std_any", {{"axis", axis}});
+  f.Op("CastLike", {"mean_any", "X"}, "mean2");
+  f.Op("CastLike", {"inv_std_any", "X"}, "inv_std2");
+  f.Op("Shape", {"X"}, "normalized_shape", {{"start", axis}});
+  f.Op("Expand", {"Scale", "normalized_shape"}, "scale_full");
+  f.Op("Reshape", {"scale_full", "row_shape"}, "scale2");
+  f.Op("Sub", {"x2", "mean2"}, "centered");
+  f.Op("Mul", {"centered", "inv_std2"}, "xhat");
+  f.Op("Mul", {"dy2", "scale2"}, "g");
+  f.Op("Mul", {"g", "xhat"}, "g_xhat");
+  f.Op("ReduceMean", {"g"}, "mean_g", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Op("ReduceMean", {"g_xhat"}, "mean_g_xhat", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Op("Sub", {"g", "mean_g"}, "g_centered");
+  f.Op("Mul", {"xhat", "mean_g_xhat"}, "projection");
+  f.Op("Sub", {"g_centered", "projection"}, "residual");
+  f.Op("Mul", {"inv_std2", "residual"}, "dx2");
+  f.Op("Shape", {"X"}, "x_shape");
+  f.Op("Reshape", {"dx2", "x_shape"}, "dX");
+  f.Op("Mul", {"dy2", "xhat"}, "dy_xhat");
+  f.Op("ReduceSum", {"dy_xhat", "first_axis"}, "dscale_flat", {{"keepdims", Keepdims(false)}});
+  f.Op("Reshape", {"dscale_flat", "normalized_shape"}, "dScale");
+  f.Op("ReduceSum", {"dy2", "first_axis"}, "dbias_flat", {{"keepdims", Keepdims(false)}});
+  f.Op("Reshape", {"dbias_flat", "normalized_shape"}, "dB");
+  return f.Build();
 }
 
 // ---- Gradient rules ----

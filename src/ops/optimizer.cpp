@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "ops/function_builder.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -155,70 +156,41 @@ void SGDUpdateKernel(KernelContext& ctx) {
   });
 }
 
-// Builds a FunctionDef body node by node.
-class FunctionBuilder {
- public:
-  FunctionBuilder(std::string name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                  std::vector<std::string> attributes)
-      : f_(std::make_shared<FunctionDef>()) {
-    f_->domain = kEdgetrainDomain;
-    f_->name = std::move(name);
-    f_->inputs = std::move(inputs);
-    f_->outputs = std::move(outputs);
-    f_->attributes = std::move(attributes);
-  }
-
-  std::string Op(const std::string& op, std::vector<std::string> inputs, const std::string& output,
-                 std::map<std::string, Attribute> attributes = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f_->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {output};
-    n.attributes = std::move(attributes);
-    f_->nodes.push_back(std::move(n));
-    return f_->nodes.back().outputs[0];
-  }
-  // A float attribute of the call as a scalar of the parameter's dtype.
-  std::string FloatAttr(const std::string& attr) {
-    Op("Constant", {}, attr + "_f32", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, attr)}});
-    return Op("CastLike", {attr + "_f32", "param"}, attr);
-  }
-  // An int attribute of the call as an int64 scalar.
-  std::string IntAttr(const std::string& attr) {
-    return Op("Constant", {}, attr, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, attr)}});
-  }
-  std::string Int64(const std::string& name, int64_t value) {
-    return Op("Constant", {}, name, {{"value_int", Attribute::Int(value)}});
-  }
-  std::string ParamTyped(const std::string& name, float value) {
-    Op("Constant", {}, name + "_f32", {{"value_float", Attribute::Float(value)}});
-    return Op("CastLike", {name + "_f32", "param"}, name);
-  }
-  // A nonzero int attribute as a bool scalar.
-  std::string FlagAttr(const std::string& attr) {
-    return Op("Cast", {IntAttr(attr)}, attr + "_flag", {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
-  }
-
-  std::shared_ptr<const FunctionDef> Build() { return f_; }
-
- private:
-  std::shared_ptr<FunctionDef> f_;
-};
+// A float attribute of the call as a scalar of the parameter's dtype.
+std::string FloatAttr(FunctionBuilder& f, const std::string& attr) {
+  f.Op("Constant", {}, attr + "_f32", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, attr)}});
+  return f.Op("CastLike", {attr + "_f32", "param"}, attr);
+}
+// An int attribute of the call as an int64 scalar.
+std::string IntAttr(FunctionBuilder& f, const std::string& attr) {
+  return f.Op("Constant", {}, attr, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, attr)}});
+}
+std::string Int64(FunctionBuilder& f, const std::string& name, int64_t value) {
+  return f.Op("Constant", {}, name, {{"value_int", Attribute::Int(value)}});
+}
+std::string ParamTyped(FunctionBuilder& f, const std::string& name, float value) {
+  f.Op("Constant", {}, name + "_f32", {{"value_float", Attribute::Float(value)}});
+  return f.Op("CastLike", {name + "_f32", "param"}, name);
+}
+// A nonzero int attribute as a bool scalar.
+std::string FlagAttr(FunctionBuilder& f, const std::string& attr) {
+  return f.Op("Cast", {IntAttr(f, attr)}, attr + "_flag",
+              {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
+}
 
 std::shared_ptr<const FunctionDef> AdamWUpdateFunction() {
   FunctionBuilder f("AdamWUpdate", {"lr", "step", "param", "grad", "m1", "m2"}, {"param_out", "m1_out", "m2_out"},
                     {"beta1", "beta2", "epsilon", "weight_decay", "correct_bias", "adam_mode"});
-  std::string b1 = f.FloatAttr("beta1"), b2 = f.FloatAttr("beta2");
-  std::string eps = f.FloatAttr("epsilon"), wd = f.FloatAttr("weight_decay");
-  std::string correct_bias = f.Op("CastLike", {f.FlagAttr("correct_bias"), "param"}, "correct_bias_value");
-  std::string mode = f.IntAttr("adam_mode");
-  std::string is_torch = f.Op("Equal", {mode, f.Int64("mode_torch", 0)}, "is_torch");
-  std::string is_hf = f.Op("Equal", {mode, f.Int64("mode_hf", 1)}, "is_hf");
-  std::string is_l2 = f.Op("Equal", {mode, f.Int64("mode_l2", 2)}, "is_l2");
-  std::string one = f.ParamTyped("one", 1.0f), zero = f.ParamTyped("zero", 0.0f);
+  std::string b1 = FloatAttr(f, "beta1"), b2 = FloatAttr(f, "beta2");
+  std::string eps = FloatAttr(f, "epsilon"), wd = FloatAttr(f, "weight_decay");
+  std::string correct_bias = f.Op("CastLike", {FlagAttr(f, "correct_bias"), "param"}, "correct_bias_value");
+  std::string mode = IntAttr(f, "adam_mode");
+  std::string is_torch = f.Op("Equal", {mode, Int64(f, "mode_torch", 0)}, "is_torch");
+  std::string is_hf = f.Op("Equal", {mode, Int64(f, "mode_hf", 1)}, "is_hf");
+  std::string is_l2 = f.Op("Equal", {mode, Int64(f, "mode_l2", 2)}, "is_l2");
+  std::string one = ParamTyped(f, "one", 1.0f), zero = ParamTyped(f, "zero", 0.0f);
   std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
-  std::string t = f.Op("CastLike", {f.Op("Add", {"step", f.Int64("step_one", 1)}, "t_int"), "param"}, "t");
+  std::string t = f.Op("CastLike", {f.Op("Add", {"step", Int64(f, "step_one", 1)}, "t_int"), "param"}, "t");
   // ac = 1 - b1^t, bc = 1 - b2^t (both 1 without bias correction)
   std::string ac = f.Op("Sub", {one, f.Op("Mul", {f.Op("Pow", {b1, t}, "b1_pow"), correct_bias}, "b1_pow_c")}, "ac");
   std::string bc = f.Op("Sub", {one, f.Op("Mul", {f.Op("Pow", {b2, t}, "b2_pow"), correct_bias}, "b2_pow_c")}, "bc");
@@ -245,7 +217,7 @@ std::shared_ptr<const FunctionDef> AdamWUpdateFunction() {
 
 std::shared_ptr<const FunctionDef> SGDUpdateFunction() {
   FunctionBuilder f("SGDUpdate", {"lr", "step", "param", "grad"}, {"param_out"}, {"weight_decay"});
-  std::string wd = f.FloatAttr("weight_decay");
+  std::string wd = FloatAttr(f, "weight_decay");
   std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
   std::string g = f.Op("Add", {"grad", f.Op("Mul", {wd, "param"}, "wd_term")}, "g");
   f.Op("Sub", {"param", f.Op("Mul", {lr, g}, "delta")}, "param_out");
@@ -255,11 +227,11 @@ std::shared_ptr<const FunctionDef> SGDUpdateFunction() {
 std::shared_ptr<const FunctionDef> SGDMomentumUpdateFunction() {
   FunctionBuilder f("SGDMomentumUpdate", {"lr", "step", "param", "grad", "momentum_buffer"},
                     {"param_out", "momentum_buffer_out"}, {"momentum", "dampening", "nesterov", "weight_decay"});
-  std::string mu = f.FloatAttr("momentum"), dampening = f.FloatAttr("dampening"), wd = f.FloatAttr("weight_decay");
-  std::string nesterov = f.FlagAttr("nesterov");
-  std::string one = f.ParamTyped("one", 1.0f);
+  std::string mu = FloatAttr(f, "momentum"), dampening = FloatAttr(f, "dampening"), wd = FloatAttr(f, "weight_decay");
+  std::string nesterov = FlagAttr(f, "nesterov");
+  std::string one = ParamTyped(f, "one", 1.0f);
   std::string lr = f.Op("CastLike", {"lr", "param"}, "lr_value");
-  std::string first_step = f.Op("Equal", {"step", f.Int64("step_zero", 0)}, "first_step");
+  std::string first_step = f.Op("Equal", {"step", Int64(f, "step_zero", 0)}, "first_step");
   std::string g = f.Op("Add", {"grad", f.Op("Mul", {wd, "param"}, "wd_term")}, "g");
   std::string blended = f.Op("Add",
                              {f.Op("Mul", {mu, "momentum_buffer"}, "buf_kept"),

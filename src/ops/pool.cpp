@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
@@ -477,69 +478,41 @@ void AveragePoolGradKernel(KernelContext& ctx) {
   });
 }
 
-// Appends the nodes of a function body.
-struct FunctionBuilder {
-  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
-
-  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  }
-  void Ints(const std::string& name, const std::vector<int64_t>& values) {
-    const int64_t n = static_cast<int64_t>(values.size());
-    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>(values, {n}))}});
-  }
-};
-
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
 Attribute FloatOne() { return Attribute::TensorValue(Tensor::FromVector<float>({1.0f}, {1})); }
 
 // MaxPoolGrad in standard ops: MaxPool's Indices (flat, row-major) say where each dY goes;
 // ScatterElements with reduction 'add' on the flattened input.
 std::shared_ptr<const FunctionDef> MaxPoolGradFunction() {
-  FunctionBuilder b;
-  b.f->domain = kEdgetrainDomain;
-  b.f->name = "MaxPoolGrad";
-  b.f->inputs = {"dY", "X"};
-  b.f->outputs = {"dX"};
-  b.f->attributes = {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"};
-  b("MaxPool", {"X"}, {"pooled", "indices"},
-    {{"kernel_shape", RefInts("kernel_shape")},
-     {"strides", RefInts("strides")},
-     {"pads", RefInts("pads")},
-     {"auto_pad", Attribute::Ref(Attribute::Kind::kString, "auto_pad")},
-     {"ceil_mode", Attribute::Ref(Attribute::Kind::kInt, "ceil_mode")},
-     {"dilations", RefInts("dilations")}});
+  FunctionBuilder b("MaxPoolGrad", {"dY", "X"}, {"dX"},
+                    {"kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "dilations"});
+  b.Node("MaxPool", {"X"}, {"pooled", "indices"},
+         {{"kernel_shape", RefInts("kernel_shape")},
+          {"strides", RefInts("strides")},
+          {"pads", RefInts("pads")},
+          {"auto_pad", Attribute::Ref(Attribute::Kind::kString, "auto_pad")},
+          {"ceil_mode", Attribute::Ref(Attribute::Kind::kInt, "ceil_mode")},
+          {"dilations", RefInts("dilations")}});
   b.Ints("flat", {-1});
-  b("Reshape", {"indices", "flat"}, {"flat_indices"});
-  b("Reshape", {"dY", "flat"}, {"flat_dy"});
-  b("Reshape", {"X", "flat"}, {"flat_x"});
-  b("Shape", {"flat_x"}, {"count"});
-  b("ConstantOfShape", {"count"}, {"zeros_float"});
-  b("CastLike", {"zeros_float", "X"}, {"zeros"});
-  b("ScatterElements", {"zeros", "flat_indices", "flat_dy"}, {"flat_dx"},
-    {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
-  b("Shape", {"X"}, {"x_shape"});
-  b("Reshape", {"flat_dx", "x_shape"}, {"dX"});
-  return b.f;
+  b.Node("Reshape", {"indices", "flat"}, {"flat_indices"});
+  b.Node("Reshape", {"dY", "flat"}, {"flat_dy"});
+  b.Node("Reshape", {"X", "flat"}, {"flat_x"});
+  b.Node("Shape", {"flat_x"}, {"count"});
+  b.Node("ConstantOfShape", {"count"}, {"zeros_float"});
+  b.Node("CastLike", {"zeros_float", "X"}, {"zeros"});
+  b.Node("ScatterElements", {"zeros", "flat_indices", "flat_dy"}, {"flat_dx"},
+         {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
+  b.Node("Shape", {"X"}, {"x_shape"});
+  b.Node("Reshape", {"flat_dx", "x_shape"}, {"dX"});
+  return b.Build();
 }
 
 // AveragePoolGrad in standard ops (needs explicit strides, pads and count_include_pad):
 // divisors = Conv of a ones plane, padded with count_include_pad and then zeros, by a ones window;
 // dX = ConvTranspose(dY / divisors, ones window) per plane, cropped by the pads.
 std::shared_ptr<const FunctionDef> AveragePoolGradFunction() {
-  FunctionBuilder b;
-  b.f->domain = kEdgetrainDomain;
-  b.f->name = "AveragePoolGrad";
-  b.f->inputs = {"dY", "X"};
-  b.f->outputs = {"dX"};
-  b.f->attributes = {"kernel_shape", "strides", "pads", "count_include_pad", "dilations"};
+  FunctionBuilder b("AveragePoolGrad", {"dY", "X"}, {"dX"},
+                    {"kernel_shape", "strides", "pads", "count_include_pad", "dilations"});
   const Attribute axis0 = Attribute::Int(0);
   const std::map<std::string, Attribute> window_attrs = {{"strides", RefInts("strides")},
                                                          {"dilations", RefInts("dilations")}};
@@ -549,50 +522,50 @@ std::shared_ptr<const FunctionDef> AveragePoolGradFunction() {
   b.Ints("zeros_2", {0, 0});
   b.Ints("ones_2", {1, 1});
   b.Ints("planes_1", {-1, 1});
-  b("Shape", {"X"}, {"x_shape"});
-  b("Shape", {"dY"}, {"dy_shape"});
-  b("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
-  b("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
-  b("Concat", {"ones_2", "x_spatial"}, {"plane_shape"}, {{"axis", axis0}});
-  b("ConstantOfShape", {"plane_shape"}, {"plane_float"}, {{"value", FloatOne()}});
-  b("CastLike", {"plane_float", "X"}, {"plane"});
-  b("Constant", {}, {"kernel"}, {{"value_ints", RefInts("kernel_shape")}});
-  b("Concat", {"ones_2", "kernel"}, {"window_shape"}, {{"axis", axis0}});
-  b("ConstantOfShape", {"window_shape"}, {"window_float"}, {{"value", FloatOne()}});
-  b("CastLike", {"window_float", "X"}, {"window"});
-  b("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
-  b("Constant", {}, {"strides"}, {{"value_ints", RefInts("strides")}});
-  b("Shape", {"pads"}, {"pads_count"});
-  b("Div", {"pads_count", "two"}, {"spatial_rank"});
-  b("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
-  b("Slice", {"pads", "spatial_rank", "to_end"}, {"pad_end"});
+  b.Node("Shape", {"X"}, {"x_shape"});
+  b.Node("Shape", {"dY"}, {"dy_shape"});
+  b.Node("Slice", {"x_shape", "two", "to_end"}, {"x_spatial"});
+  b.Node("Slice", {"dy_shape", "two", "to_end"}, {"dy_spatial"});
+  b.Node("Concat", {"ones_2", "x_spatial"}, {"plane_shape"}, {{"axis", axis0}});
+  b.Node("ConstantOfShape", {"plane_shape"}, {"plane_float"}, {{"value", FloatOne()}});
+  b.Node("CastLike", {"plane_float", "X"}, {"plane"});
+  b.Node("Constant", {}, {"kernel"}, {{"value_ints", RefInts("kernel_shape")}});
+  b.Node("Concat", {"ones_2", "kernel"}, {"window_shape"}, {{"axis", axis0}});
+  b.Node("ConstantOfShape", {"window_shape"}, {"window_float"}, {{"value", FloatOne()}});
+  b.Node("CastLike", {"window_float", "X"}, {"window"});
+  b.Node("Constant", {}, {"pads"}, {{"value_ints", RefInts("pads")}});
+  b.Node("Constant", {}, {"strides"}, {{"value_ints", RefInts("strides")}});
+  b.Node("Shape", {"pads"}, {"pads_count"});
+  b.Node("Div", {"pads_count", "two"}, {"spatial_rank"});
+  b.Node("Slice", {"pads", "zero", "spatial_rank"}, {"pad_begin"});
+  b.Node("Slice", {"pads", "spatial_rank", "to_end"}, {"pad_end"});
   // Divisors: padding counts as 1 with count_include_pad, beyond it (ceil_mode) nothing counts.
-  b("Constant", {}, {"include_pad"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "count_include_pad")}});
-  b("CastLike", {"include_pad", "X"}, {"pad_value"});
-  b("Concat", {"zeros_2", "pad_begin", "zeros_2", "pad_end"}, {"padding"}, {{"axis", axis0}});
-  b("Pad", {"plane", "padding", "pad_value"}, {"padded"});
-  b("Sub", {"strides", "strides"}, {"spatial_zeros"});
-  b("Concat", {"zeros_2", "spatial_zeros", "zeros_2", "strides"}, {"margin"}, {{"axis", axis0}});
-  b("Pad", {"padded", "margin"}, {"counted"});
-  b("Conv", {"counted", "window"}, {"counts_wide"}, window_attrs);
-  b("Sub", {"dy_spatial", "dy_spatial"}, {"out_zeros"});
-  b("Concat", {"zeros_2", "out_zeros"}, {"count_starts"}, {{"axis", axis0}});
-  b("Concat", {"ones_2", "dy_spatial"}, {"count_ends"}, {{"axis", axis0}});
-  b("Slice", {"counts_wide", "count_starts", "count_ends"}, {"counts"});
-  b("Div", {"dY", "counts"}, {"scaled"});
+  b.Node("Constant", {}, {"include_pad"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "count_include_pad")}});
+  b.Node("CastLike", {"include_pad", "X"}, {"pad_value"});
+  b.Node("Concat", {"zeros_2", "pad_begin", "zeros_2", "pad_end"}, {"padding"}, {{"axis", axis0}});
+  b.Node("Pad", {"plane", "padding", "pad_value"}, {"padded"});
+  b.Node("Sub", {"strides", "strides"}, {"spatial_zeros"});
+  b.Node("Concat", {"zeros_2", "spatial_zeros", "zeros_2", "strides"}, {"margin"}, {{"axis", axis0}});
+  b.Node("Pad", {"padded", "margin"}, {"counted"});
+  b.Node("Conv", {"counted", "window"}, {"counts_wide"}, window_attrs);
+  b.Node("Sub", {"dy_spatial", "dy_spatial"}, {"out_zeros"});
+  b.Node("Concat", {"zeros_2", "out_zeros"}, {"count_starts"}, {{"axis", axis0}});
+  b.Node("Concat", {"ones_2", "dy_spatial"}, {"count_ends"}, {{"axis", axis0}});
+  b.Node("Slice", {"counts_wide", "count_starts", "count_ends"}, {"counts"});
+  b.Node("Div", {"dY", "counts"}, {"scaled"});
   // Spread each plane back over its windows, then crop the padding.
-  b("Concat", {"planes_1", "dy_spatial"}, {"planes_shape"}, {{"axis", axis0}});
-  b("Reshape", {"scaled", "planes_shape"}, {"scaled_planes"});
-  b("ConvTranspose", {"scaled_planes", "window"}, {"spread"}, window_attrs);
-  b("Shape", {"spread"}, {"spread_shape"});
-  b("Slice", {"spread_shape", "two", "to_end"}, {"spread_spatial"});
-  b("Add", {"x_spatial", "pad_begin"}, {"x_end"});
-  b("Sub", {"x_end", "spread_spatial"}, {"crop_end"});
-  b("Neg", {"pad_begin"}, {"crop_begin"});
-  b("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
-  b("Pad", {"spread", "crop"}, {"dx_planes"});
-  b("Reshape", {"dx_planes", "x_shape"}, {"dX"});
-  return b.f;
+  b.Node("Concat", {"planes_1", "dy_spatial"}, {"planes_shape"}, {{"axis", axis0}});
+  b.Node("Reshape", {"scaled", "planes_shape"}, {"scaled_planes"});
+  b.Node("ConvTranspose", {"scaled_planes", "window"}, {"spread"}, window_attrs);
+  b.Node("Shape", {"spread"}, {"spread_shape"});
+  b.Node("Slice", {"spread_shape", "two", "to_end"}, {"spread_spatial"});
+  b.Node("Add", {"x_spatial", "pad_begin"}, {"x_end"});
+  b.Node("Sub", {"x_end", "spread_spatial"}, {"crop_end"});
+  b.Node("Neg", {"pad_begin"}, {"crop_begin"});
+  b.Node("Concat", {"zeros_2", "crop_begin", "zeros_2", "crop_end"}, {"crop"}, {{"axis", axis0}});
+  b.Node("Pad", {"spread", "crop"}, {"dx_planes"});
+  b.Node("Reshape", {"dx_planes", "x_shape"}, {"dX"});
+  return b.Build();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
@@ -218,32 +219,18 @@ void DropoutGradKernel(KernelContext& ctx) {
 
 // DropoutGrad in standard ops: Where(training_mode, dY * mask * (1 / (1 - ratio)), dY).
 std::shared_ptr<const FunctionDef> DropoutGradFunction() {
-  auto f = std::make_shared<FunctionDef>();
-  f->domain = kEdgetrainDomain;
-  f->name = "DropoutGrad";
-  f->inputs = {"dY", "mask", "ratio", "training_mode"};
-  f->outputs = {"dX"};
-  auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& output,
-                 std::map<std::string, Attribute> attributes = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(inputs);
-    n.outputs = {output};
-    n.attributes = std::move(attributes);
-    f->nodes.push_back(std::move(n));
-  };
-  add("Constant", {}, "one_float", {{"value", Attribute::TensorValue(Tensor::Scalar<float>(1.0f))}});
-  add("CastLike", {"one_float", "dY"}, "one");
-  add("CastLike", {"ratio", "dY"}, "ratio_t");
-  add("Sub", {"one", "ratio_t"}, "keep_probability");
-  add("Div", {"one", "keep_probability"}, "scale");
-  add("CastLike", {"mask", "dY"}, "mask_t");
-  add("Mul", {"dY", "mask_t"}, "masked");
-  add("Mul", {"masked", "scale"}, "scaled");
-  add("Cast", {"training_mode"}, "training", {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
-  add("Where", {"training", "scaled", "dY"}, "dX");
-  return f;
+  FunctionBuilder f("DropoutGrad", {"dY", "mask", "ratio", "training_mode"}, {"dX"});
+  f.Constant("one_float", Tensor::Scalar<float>(1.0f));
+  f.Op("CastLike", {"one_float", "dY"}, "one");
+  f.Op("CastLike", {"ratio", "dY"}, "ratio_t");
+  f.Op("Sub", {"one", "ratio_t"}, "keep_probability");
+  f.Op("Div", {"one", "keep_probability"}, "scale");
+  f.Op("CastLike", {"mask", "dY"}, "mask_t");
+  f.Op("Mul", {"dY", "mask_t"}, "masked");
+  f.Op("Mul", {"masked", "scale"}, "scaled");
+  f.Op("Cast", {"training_mode"}, "training", {{"to", Attribute::Int(static_cast<int64_t>(DataType::kBool))}});
+  f.Op("Where", {"training", "scaled", "dY"}, "dX");
+  return f.Build();
 }
 
 // Dropout: the identity unless the node can run in training mode (opset 12+ with a training_mode

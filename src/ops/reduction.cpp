@@ -8,6 +8,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 
@@ -355,43 +356,26 @@ void SumToShapeKernel(KernelContext& ctx) {
 // SumToShape in standard ONNX ops: axes = where the right-aligned target is 1 but G is not, plus
 // the leading axes; ReduceSum keeping dims, then Reshape to the target.
 std::shared_ptr<const FunctionDef> SumToShapeFunction() {
-  auto f = std::make_shared<FunctionDef>();
-  f->domain = kEdgetrainDomain;
-  f->name = "SumToShape";
-  f->inputs = {"G", "target"};
-  f->outputs = {"Y"};
-  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  };
-  auto ints = [](std::vector<int64_t> v) {
-    int64_t n = static_cast<int64_t>(v.size());
-    return Attribute::TensorValue(Tensor::FromVector<int64_t>(v, {n}));
-  };
-  node("Constant", {}, {"one"}, {{"value", ints({1})}});
-  node("Constant", {}, {"minus_one"}, {{"value", ints({-1})}});
-  node("Shape", {"G"}, {"g_shape"});
-  node("Shape", {"g_shape"}, {"g_rank"});
-  node("Shape", {"target"}, {"t_rank"});
-  node("Sub", {"g_rank", "t_rank"}, {"lead"});
-  node("ConstantOfShape", {"lead"}, {"ones"}, {{"value", ints({1})}});
-  node("Concat", {"ones", "target"}, {"padded"}, {{"axis", Attribute::Int(0)}});
-  node("Equal", {"padded", "one"}, {"target_is_one"});
-  node("Equal", {"g_shape", "one"}, {"g_is_one"});
-  node("Not", {"g_is_one"}, {"g_not_one"});
-  node("And", {"target_is_one", "g_not_one"}, {"reduce_mask"});
-  node("NonZero", {"reduce_mask"}, {"axes_2d"});
-  node("Reshape", {"axes_2d", "minus_one"}, {"axes"});
-  node("ReduceSum", {"G", "axes"}, {"reduced"},
-       {{"keepdims", Attribute::Int(1)}, {"noop_with_empty_axes", Attribute::Int(1)}});
-  node("Reshape", {"reduced", "target"}, {"Y"});
-  return f;
+  FunctionBuilder f("SumToShape", {"G", "target"}, {"Y"});
+  f.Ints("one", {1});
+  f.Ints("minus_one", {-1});
+  f.Node("Shape", {"G"}, {"g_shape"});
+  f.Node("Shape", {"g_shape"}, {"g_rank"});
+  f.Node("Shape", {"target"}, {"t_rank"});
+  f.Node("Sub", {"g_rank", "t_rank"}, {"lead"});
+  f.Node("ConstantOfShape", {"lead"}, {"ones"},
+         {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>({1}, {1}))}});
+  f.Node("Concat", {"ones", "target"}, {"padded"}, {{"axis", Attribute::Int(0)}});
+  f.Node("Equal", {"padded", "one"}, {"target_is_one"});
+  f.Node("Equal", {"g_shape", "one"}, {"g_is_one"});
+  f.Node("Not", {"g_is_one"}, {"g_not_one"});
+  f.Node("And", {"target_is_one", "g_not_one"}, {"reduce_mask"});
+  f.Node("NonZero", {"reduce_mask"}, {"axes_2d"});
+  f.Node("Reshape", {"axes_2d", "minus_one"}, {"axes"});
+  f.Node("ReduceSum", {"G", "axes"}, {"reduced"},
+         {{"keepdims", Attribute::Int(1)}, {"noop_with_empty_axes", Attribute::Int(1)}});
+  f.Node("Reshape", {"reduced", "target"}, {"Y"});
+  return f.Build();
 }
 
 // ReduceSum: dX = dY (with the reduced axes restored when keepdims=0) expanded to X's shape.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
@@ -766,48 +767,26 @@ void TileGradient(GradientContext& g) {
                     {{"keepdims", Attribute::Int(0)}, {"noop_with_empty_axes", Attribute::Int(1)}}));
 }
 
-// Builds a FunctionDef node by node.
-struct FunctionBuilder {
-  std::shared_ptr<FunctionDef> f = std::make_shared<FunctionDef>();
-  void operator()(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  }
-  void Constant(const std::string& name, Tensor value) {
-    (*this)("Constant", {}, {name}, {{"value", Attribute::TensorValue(std::move(value))}});
-  }
-};
-
 // SliceGrad in standard ONNX ops: slice a tensor of element positions like X, then scatter dY to them.
 std::shared_ptr<const FunctionDef> SliceGradFunction() {
-  FunctionBuilder b;
-  b.f->domain = kEdgetrainDomain;
-  b.f->name = "SliceGrad";
-  b.f->inputs = {"dY", "x_shape", "starts", "ends", "axes", "steps"};
-  b.f->outputs = {"dX"};
+  FunctionBuilder b("SliceGrad", {"dY", "x_shape", "starts", "ends", "axes", "steps"}, {"dX"});
   const std::map<std::string, Attribute> allow_zero = {{"allowzero", Attribute::Int(1)}};
   b.Constant("zero", Tensor::Scalar<int64_t>(0));
   b.Constant("one", Tensor::Scalar<int64_t>(1));
   b.Constant("flat", Tensor::FromVector<int64_t>({-1}, {1}));
   b.Constant("zero_value", Tensor::Scalar<float>(0));
-  b("ReduceProd", {"x_shape"}, {"count_1d"}, {{"keepdims", Attribute::Int(1)}});
-  b("Squeeze", {"count_1d"}, {"count"});
-  b("Range", {"zero", "count", "one"}, {"positions_flat"});
-  b("Reshape", {"positions_flat", "x_shape"}, {"positions"}, allow_zero);
-  b("Slice", {"positions", "starts", "ends", "axes", "steps"}, {"picked"});
-  b("Reshape", {"picked", "flat"}, {"picked_flat"});
-  b("Reshape", {"dY", "flat"}, {"dy_flat"});
-  b("CastLike", {"zero_value", "dY"}, {"typed_zero"});
-  b("Expand", {"typed_zero", "count_1d"}, {"zeros"});
-  b("ScatterElements", {"zeros", "picked_flat", "dy_flat"}, {"dx_flat"}, {{"axis", Attribute::Int(0)}});
-  b("Reshape", {"dx_flat", "x_shape"}, {"dX"}, allow_zero);
-  return b.f;
+  b.Node("ReduceProd", {"x_shape"}, {"count_1d"}, {{"keepdims", Attribute::Int(1)}});
+  b.Node("Squeeze", {"count_1d"}, {"count"});
+  b.Node("Range", {"zero", "count", "one"}, {"positions_flat"});
+  b.Node("Reshape", {"positions_flat", "x_shape"}, {"positions"}, allow_zero);
+  b.Node("Slice", {"positions", "starts", "ends", "axes", "steps"}, {"picked"});
+  b.Node("Reshape", {"picked", "flat"}, {"picked_flat"});
+  b.Node("Reshape", {"dY", "flat"}, {"dy_flat"});
+  b.Node("CastLike", {"zero_value", "dY"}, {"typed_zero"});
+  b.Node("Expand", {"typed_zero", "count_1d"}, {"zeros"});
+  b.Node("ScatterElements", {"zeros", "picked_flat", "dy_flat"}, {"dx_flat"}, {{"axis", Attribute::Int(0)}});
+  b.Node("Reshape", {"dx_flat", "x_shape"}, {"dX"}, allow_zero);
+  return b.Build();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/softmax_util.hpp"
@@ -121,38 +122,23 @@ void SoftmaxBackwardKernel(KernelContext& ctx) {
 
 // The same in standard ONNX ops; the call's `axis` becomes the ReduceSum axes input.
 std::shared_ptr<const FunctionDef> SoftmaxBackwardFunction(SoftmaxMode mode) {
-  auto f = std::make_shared<FunctionDef>();
-  f->domain = kEdgetrainDomain;
-  f->name = mode == SoftmaxMode::kSoftmax ? "SoftmaxGrad" : "LogSoftmaxGrad";
-  f->inputs = {"dY", "Y"};
-  f->outputs = {"dX"};
-  f->attributes = {"axis"};
-  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
-                  std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(f->nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {std::move(out)};
-    n.attributes = std::move(attrs);
-    f->nodes.push_back(std::move(n));
-  };
-  node("Constant", {}, "axis", {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
-  node("Constant", {}, "zero", {{"value", Attribute::TensorValue(Tensor::FromVector<int64_t>({0}, {1}))}});
-  node("Unsqueeze", {"axis", "zero"}, "axes");
+  FunctionBuilder f(mode == SoftmaxMode::kSoftmax ? "SoftmaxGrad" : "LogSoftmaxGrad", {"dY", "Y"}, {"dX"}, {"axis"});
+  f.Op("Constant", {}, "axis", {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
+  f.Ints("zero", {0});
+  f.Op("Unsqueeze", {"axis", "zero"}, "axes");
   const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
   if (mode == SoftmaxMode::kSoftmax) {
-    node("Mul", {"dY", "Y"}, "product");
-    node("ReduceSum", {"product", "axes"}, "sum", keep);
-    node("Sub", {"dY", "sum"}, "centered");
-    node("Mul", {"Y", "centered"}, "dX");
+    f.Op("Mul", {"dY", "Y"}, "product");
+    f.Op("ReduceSum", {"product", "axes"}, "sum", keep);
+    f.Op("Sub", {"dY", "sum"}, "centered");
+    f.Op("Mul", {"Y", "centered"}, "dX");
   } else {
-    node("ReduceSum", {"dY", "axes"}, "sum", keep);
-    node("Exp", {"Y"}, "prob");
-    node("Mul", {"prob", "sum"}, "spread");
-    node("Sub", {"dY", "spread"}, "dX");
+    f.Op("ReduceSum", {"dY", "axes"}, "sum", keep);
+    f.Op("Exp", {"Y"}, "prob");
+    f.Op("Mul", {"prob", "sum"}, "spread");
+    f.Op("Sub", {"dY", "spread"}, "dX");
   }
-  return f;
+  return f.Build();
 }
 
 // Softmax/LogSoftmax: the fused backward from the output. Before opset 13 the rows are the
