@@ -35,6 +35,17 @@ std::string GradientContext::Ints(const std::vector<int64_t>& values) {
   return Constant(Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())}));
 }
 
+std::string GradientContext::ShapeOf(const std::string& value) {
+  const ValueInfo* info = Info(value);
+  if (!info || !info->has_shape) return Op("Shape", {value});
+  std::vector<int64_t> dims;
+  for (const Dim& d : info->shape) {
+    if (!d.known()) return Op("Shape", {value});
+    dims.push_back(d.value);
+  }
+  return Ints(dims);
+}
+
 namespace {
 
 // Operators whose outputs are never differentiable (integer or boolean results).

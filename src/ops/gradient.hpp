@@ -50,8 +50,9 @@ class GradientContext {
   // What static shape inference knows about a value (nullptr when nothing).
   virtual const ValueInfo* Info(const std::string& value) const = 0;
   DataType TypeOf(const std::string& value) const;
-  // Shape(value) as an int64 1-D value, computed at run time.
-  std::string ShapeOf(const std::string& value) { return Op("Shape", {value}); }
+  // Shape(value) as an int64 1-D value: a constant when static shape inference knows every
+  // dimension, else computed at run time.
+  std::string ShapeOf(const std::string& value);
 };
 
 }  // namespace edgetrain

@@ -792,25 +792,14 @@ std::shared_ptr<const FunctionDef> GatherGradFunction() {
   return b.Build();
 }
 
-// Shape(value) as an int64 1-D value: a constant when static shape inference knows every dim.
-std::string ShapeValue(GradientContext& g, const std::string& value) {
-  const ValueInfo* info = g.Info(value);
-  if (info == nullptr || !info->has_shape) return g.ShapeOf(value);
-  std::vector<int64_t> dims;
-  for (const Dim& d : info->shape) {
-    if (!d.known()) return g.ShapeOf(value);
-    dims.push_back(d.value);
-  }
-  return g.Ints(dims);
-}
 
 std::string ZerosLike(GradientContext& g, const std::string& like) {
-  return g.Op("Expand", {g.ScalarLike(0.0, like), ShapeValue(g, like)});
+  return g.Op("Expand", {g.ScalarLike(0.0, like), g.ShapeOf(like)});
 }
 
 void GatherGradient(GradientContext& g) {
   if (!g.NeedsGrad(0)) return;
-  g.SetGrad(0, g.Op("GatherGrad", {g.dY(0), g.X(1), ShapeValue(g, g.X(0))},
+  g.SetGrad(0, g.Op("GatherGrad", {g.dY(0), g.X(1), g.ShapeOf(g.X(0))},
                     {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}}, kEdgetrainDomain));
 }
 
@@ -871,7 +860,7 @@ void ResizeGradient(GradientContext& g) {
   const std::string count = g.Op("Size", {x});
   const std::string positions = g.Op(
       "Reshape", {g.Op("Range", {g.Constant(Tensor::Scalar<int64_t>(0)), count, g.Constant(Tensor::Scalar<int64_t>(1))}),
-                  ShapeValue(g, x)});
+                  g.ShapeOf(x)});
   std::vector<std::string> inputs = node.inputs;
   inputs[0] = positions;
   std::map<std::string, Attribute> attrs = node.attributes;
@@ -889,7 +878,7 @@ void ResizeGradient(GradientContext& g) {
   const std::string summed =
       g.Op("ScatterElements", {zeros, g.Op("Reshape", {sources, flat}), g.Op("Reshape", {dy, flat})},
            {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
-  g.SetGrad(0, g.Op("Reshape", {summed, ShapeValue(g, x)}));
+  g.SetGrad(0, g.Op("Reshape", {summed, g.ShapeOf(x)}));
 }
 
 }  // namespace

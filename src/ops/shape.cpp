@@ -569,17 +569,6 @@ void SpaceToDepth(KernelContext& ctx) {
 
 // ---- Gradient rules ----
 
-// Shape(value) as an int64 1-D value: a constant when static shape inference knows every dim.
-std::string ShapeValue(GradientContext& g, const std::string& value) {
-  const ValueInfo* info = g.Info(value);
-  if (info == nullptr || !info->has_shape) return g.ShapeOf(value);
-  std::vector<int64_t> dims;
-  for (const Dim& d : info->shape) {
-    if (!d.known()) return g.ShapeOf(value);
-    dims.push_back(d.value);
-  }
-  return g.Ints(dims);
-}
 
 std::optional<int64_t> StaticRank(GradientContext& g, const std::string& value) {
   const ValueInfo* info = g.Info(value);
@@ -593,7 +582,7 @@ std::string ZerosShaped(GradientContext& g, const std::string& like, const std::
 
 // Reshape, Flatten, Squeeze, Unsqueeze: the gradient is dY with X's shape.
 void ReshapeLikeInputGradient(GradientContext& g) {
-  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Reshape", {g.dY(0), ShapeValue(g, g.X(0))}));
+  if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Reshape", {g.dY(0), g.ShapeOf(g.X(0))}));
 }
 
 void TransposeGradient(GradientContext& g) {
@@ -662,14 +651,14 @@ void SplitGradient(GradientContext& g) {
         recomputed = g.Emit("Split", g.node().inputs, g.NumOutputs(), g.node().attributes);
       output = recomputed[k];
     }
-    parts.push_back(ZerosShaped(g, g.X(0), ShapeValue(g, output)));
+    parts.push_back(ZerosShaped(g, g.X(0), g.ShapeOf(output)));
   }
   g.SetGrad(0, parts.size() == 1 ? parts[0] : g.Op("Concat", parts, {{"axis", Attribute::Int(axis)}}));
 }
 
 void SliceGradient(GradientContext& g) {
   if (!g.NeedsGrad(0)) return;
-  std::vector<std::string> inputs = {g.dY(0), ShapeValue(g, g.X(0))};
+  std::vector<std::string> inputs = {g.dY(0), g.ShapeOf(g.X(0))};
   if (g.opset() < 10) {
     inputs.push_back(g.Ints(g.node().GetInts("starts")));
     inputs.push_back(g.Ints(g.node().GetInts("ends")));
@@ -693,7 +682,7 @@ std::string FlatPositions(GradientContext& g, const std::string& x) {
   const std::string count = g.Op("Size", {x});
   const std::string range = g.Op("Range", {g.Constant(Tensor::Scalar<int64_t>(0)), count,
                                             g.Constant(Tensor::Scalar<int64_t>(1))});
-  return g.Op("Reshape", {range, ShapeValue(g, x)});
+  return g.Op("Reshape", {range, g.ShapeOf(x)});
 }
 
 // Zeros shaped like x plus dY added at the positions `sources` (shaped like dY) names.
@@ -703,7 +692,7 @@ std::string ScatterAddToPositions(GradientContext& g, const std::string& x, cons
   const std::string zeros = ZerosShaped(g, x, g.Op("Reshape", {g.Op("Size", {x}), flat}));
   const std::string summed = g.Op("ScatterElements", {zeros, g.Op("Reshape", {sources, flat}), g.Op("Reshape", {dy, flat})},
                                   {{"axis", Attribute::Int(0)}, {"reduction", Attribute::String("add")}});
-  return g.Op("Reshape", {summed, ShapeValue(g, x)});
+  return g.Op("Reshape", {summed, g.ShapeOf(x)});
 }
 
 void PadGradient(GradientContext& g) {
@@ -748,7 +737,7 @@ void ExpandGradient(GradientContext& g) { g.SetGrad(0, g.dY(0), /*maybe_broadcas
 // Tile: view dY as [r0, d0, r1, d1, ...] and sum over the repeat axes.
 void TileGradient(GradientContext& g) {
   if (!g.NeedsGrad(0)) return;
-  const std::string shape = ShapeValue(g, g.X(0));
+  const std::string shape = g.ShapeOf(g.X(0));
   const std::string column = g.Ints({1});
   const std::string pairs = g.Op("Concat", {g.Op("Unsqueeze", {g.X(1), column}), g.Op("Unsqueeze", {shape, column})},
                                  {{"axis", Attribute::Int(1)}});
