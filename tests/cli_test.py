@@ -72,6 +72,16 @@ def main():
         r = run("check-gradients", art, "--prefix", "mlp_", "--samples", "4")
         expect("check-gradients passes on the MLP", r.returncode == 0 and "net.5.bias" in r.stdout, r.stdout + r.stderr)
 
+        # PyTorch shares BatchNorm's initial weight with its running variance (both ones); they must
+        # still become a trainable parameter and a separate state.
+        cnn_art = os.path.join(tmp, "cnn_art")
+        r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "--out", cnn_art)
+        expect("generate-artifacts on the bundled LeNet-BN exits 0", r.returncode == 0, r.stderr)
+        r = run("inspect", os.path.join(cnn_art, "training_model.onnx"))
+        expect("BatchNorm scale trains and its running variance is written back as state",
+               "features.1.weight_grad" in r.stdout and "features.1.running_var.updated" in r.stdout and
+               "features.1.weight.updated" not in r.stdout, r.stdout)
+
         r = run("generate-artifacts", MLP, "--out", art, "--frozen", "net.9.weight")
         expect("an unknown parameter is named", r.returncode == 1 and
                "frozen parameter 'net.9.weight' is not an initializer" in r.stderr, r.stderr)

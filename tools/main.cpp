@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   } catch (const edgetrain::Error& e) {
     std::cerr << "error (" << edgetrain::ErrorCodeName(e.code()) << "): " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // a bug in edgetrain: still no abort
+    std::cerr << "error (Internal): " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -67,14 +67,17 @@ void ParametersToInputs(Graph& g, const std::vector<std::string>& params) {
 
 // Puts BatchNormalization and Dropout into training or eval mode. In training mode BatchNorm
 // returns its updated running statistics as "<stat>.updated" and Dropout returns its mask.
-std::vector<std::string> SetMode(Graph& g, bool training) {
+std::vector<std::string> SetMode(Graph& g, bool training, const std::vector<std::string>& states) {
+  auto is_state = [&](const std::string& v) { return std::count(states.begin(), states.end(), v) != 0; };
   std::vector<std::string> state_updates;
   g.initializers[training ? kTrainingModeTrue : kTrainingModeFalse] = Tensor::Scalar<bool>(training);
   for (auto& n : g.nodes) {
     if (IsBatchNorm(n)) {
       n.attributes["training_mode"] = Attribute::Int(training ? 1 : 0);
-      n.outputs.resize(training ? 3 : 1);
-      if (training) {
+      // Statistics that are not state (computed in the graph) cannot be written back.
+      bool writes_back = training && n.inputs.size() > 4 && is_state(n.inputs[3]) && is_state(n.inputs[4]);
+      n.outputs.resize(writes_back ? 3 : 1);
+      if (writes_back) {
         for (size_t k = 1; k <= 2; ++k) {
           n.outputs[k] = n.inputs[2 + k] + kStateUpdateSuffix;
           state_updates.push_back(n.outputs[k]);
@@ -160,6 +163,7 @@ void FillRanksByProbe(Model& model) {
 
 Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& options) {
   Model forward = forward_model;
+  MaterializeInitializerCopies(forward.graph);
   FillRanksByProbe(forward);
   const Graph& g0 = forward.graph;
   const std::string& source = forward.source;
@@ -196,6 +200,7 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
   std::vector<std::string> params = out.trainable;
   params.insert(params.end(), out.frozen.begin(), out.frozen.end());
   params.insert(params.end(), out.states.begin(), out.states.end());
+  for (const auto& p : params) out.initial_values[p] = g0.initializers.at(p);
 
   auto build = [&](bool training) {
     Model m = forward;
@@ -203,7 +208,7 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
     m.opsets[kEdgetrainDomain] = 1;  // fused gradient operators
     Graph& g = m.graph;
     ParametersToInputs(g, params);
-    std::vector<std::string> state_updates = SetMode(g, training);
+    std::vector<std::string> state_updates = SetMode(g, training, out.states);
     AppendedLoss loss = AppendLoss(g, options.loss, predictions);
     std::vector<ValueInfo> user_inputs, param_inputs;
     for (const auto& in : g.inputs)
@@ -277,9 +282,9 @@ ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string
 
   Checkpoint checkpoint;
   checkpoint.is_nominal = options.nominal_checkpoint;
-  for (const auto& p : artifacts.trainable) checkpoint.trainable[p] = forward.graph.initializers.at(p);
+  for (const auto& p : artifacts.trainable) checkpoint.trainable[p] = artifacts.initial_values.at(p);
   for (const auto* list : {&artifacts.frozen, &artifacts.states})
-    for (const auto& p : *list) checkpoint.frozen[p] = forward.graph.initializers.at(p);
+    for (const auto& p : *list) checkpoint.frozen[p] = artifacts.initial_values.at(p);
   SaveCheckpoint(checkpoint, paths.checkpoint, /*include_optimizer_state=*/false);
   return paths;
 }

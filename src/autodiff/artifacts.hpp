@@ -1,6 +1,7 @@
 // The offline phase: a forward ONNX model -> training, eval and optimizer models plus a checkpoint.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string
 struct Artifacts {
   Model training, eval, optimizer;
   std::vector<std::string> trainable, frozen, states;  // parameter names, in parameter order
+  std::map<std::string, Tensor> initial_values;        // every parameter's value (the checkpoint)
 };
 Artifacts BuildArtifacts(const Model& forward, const ArtifactOptions& options);
 

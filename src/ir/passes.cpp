@@ -32,6 +32,19 @@ void EliminateDeadNodes(Graph& graph, const std::vector<std::string>& keep) {
   graph.nodes = std::move(kept);
 }
 
+void MaterializeInitializerCopies(Graph& graph) {
+  std::unordered_set<std::string> outputs;
+  for (const auto& o : graph.outputs) outputs.insert(o.name);
+  std::vector<Node> kept;
+  for (auto& n : graph.nodes) {
+    bool copies_initializer = n.domain.empty() && n.op_type == "Identity" && n.inputs.size() == 1 &&
+                              n.outputs.size() == 1 && graph.IsInitializer(n.inputs[0]) && !outputs.count(n.outputs[0]);
+    if (copies_initializer) graph.initializers[n.outputs[0]] = graph.initializers.at(n.inputs[0]).Clone();
+    else kept.push_back(std::move(n));
+  }
+  graph.nodes = std::move(kept);
+}
+
 size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::function<bool(const Node&)>& can_fold) {
   std::unordered_set<std::string> overridable;
   for (const auto& in : graph.inputs) overridable.insert(in.name);
