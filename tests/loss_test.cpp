@@ -55,11 +55,7 @@ ValueInfo TensorInfo(const std::string& name, DataType dtype, const std::vector<
 // Through ONNX serialization, the checker and shape inference, as artifact generation does.
 Model Reimport(const Model& model) {
   std::string bytes = SerializeModel(model);
-  ImportOptions options;
-  options.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
-    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
-  };
-  return LoadModelFromBuffer(bytes.data(), bytes.size(), model.source, ".", options);
+  return LoadModelFromBuffer(bytes.data(), bytes.size(), model.source, ".", ExecutionImportOptions());
 }
 
 // x -> Identity -> pred, or the graph input "pred" itself.

@@ -10,7 +10,7 @@
 #include "ir/passes.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
-#include "ops/registry.hpp"
+#include "ops/kernel.hpp"
 #include "runtime/session.hpp"
 
 namespace edgetrain {
@@ -262,11 +262,8 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
 
 ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string& out_dir,
                                 const ArtifactOptions& options) {
-  ImportOptions import;
+  ImportOptions import = ExecutionImportOptions();
   import.upgrade_to_opset = kTrainingOpset;
-  import.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
-    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
-  };
   Model forward = LoadModel(model_path, import);
   Artifacts artifacts = BuildArtifacts(forward, options);
 

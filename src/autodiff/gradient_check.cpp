@@ -6,7 +6,6 @@
 
 #include "checkpoint/checkpoint.hpp"
 #include "onnx/importer.hpp"
-#include "ops/registry.hpp"
 #include "runtime/session.hpp"
 
 namespace edgetrain {
@@ -46,11 +45,7 @@ void PromoteToFloat64(Graph& graph) {
 std::vector<ParameterGradientError> CheckTrainingGradients(const std::string& artifact_dir, const std::string& prefix,
                                                            const GradientCheckOptions& options) {
   std::string base = (std::filesystem::path(artifact_dir) / prefix).string();
-  ImportOptions import;
-  import.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
-    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
-  };
-  Model model = LoadModel(base + "training_model.onnx", import);
+  Model model = LoadModel(base + "training_model.onnx", ExecutionImportOptions());
   Checkpoint checkpoint = LoadCheckpoint(base + "checkpoint");
   ET_CHECK(!checkpoint.is_nominal, ErrorCode::kInvalidArgument, base,
            "checkpoint is nominal: it holds no parameter values to check gradients at");

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/session.hpp"
 #include "ops/kernel.hpp"
 
 namespace edgetrain {
@@ -370,11 +371,7 @@ std::string AppendCustom(LossBuilder& b, const std::vector<ValueInfo>& predictio
                          const std::string& output) {
   const std::string& path = spec.custom_loss_path;
   ET_CHECK(!path.empty(), ErrorCode::kInvalidArgument, "custom loss: no ONNX file given (custom_loss_path)");
-  ImportOptions options;
-  options.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
-    return OpRegistry::Global().Find(domain, op, opset) != nullptr;
-  };
-  Model custom = LoadModel(path, options);
+  Model custom = LoadModel(path, ExecutionImportOptions());
   Graph& loss_graph = custom.graph;
 
   std::vector<ValueInfo> inputs;  // inputs that are also initializers are defaults, not loss inputs

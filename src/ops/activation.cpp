@@ -15,40 +15,18 @@ namespace {
 
 using elementwise::BroadcastBinary;
 using elementwise::ComputeType;
-using elementwise::UnaryMap;
+using elementwise::FloatUnary;
+using elementwise::NumericUnary;
 using elementwise::VisitFloatMath;
 using elementwise::VisitNumericMath;
 
 template <typename Tag>
 using TagType = typename Tag::type;
 
-// y = fn(x, attrs) for float types; make_fn(ctx) reads attributes once and returns the element
-// function over the compute type (a generic lambda).
-template <typename MakeFn>
-void FloatActivation(KernelContext& ctx, MakeFn make_fn) {
-  Tensor x = ctx.Input(0);
-  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-  auto fn = make_fn(ctx);
-  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
-    using T = TagType<decltype(tag)>;
-    UnaryMap<T, T>(ctx.threads(), x, y, fn);
-  });
-}
-
-template <typename MakeFn>
-void NumericActivation(KernelContext& ctx, MakeFn make_fn) {
-  Tensor x = ctx.Input(0);
-  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-  auto fn = make_fn(ctx);
-  VisitNumericMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
-    using T = TagType<decltype(tag)>;
-    UnaryMap<T, T>(ctx.threads(), x, y, fn);
-  });
-}
-
+// make_fn(ctx) reads the attributes once and returns the element function (a generic lambda).
 template <typename MakeFn>
 void RegisterFloatActivation(OpRegistry& r, const std::string& op, MakeFn make_fn) {
-  RegisterOnnx(r, op, [make_fn](KernelContext& ctx) { FloatActivation(ctx, make_fn); });
+  RegisterOnnx(r, op, [make_fn](KernelContext& ctx) { FloatUnary(ctx, make_fn(ctx)); });
 }
 
 double FloatAttr(const KernelContext& ctx, const char* name, double fallback) {
@@ -246,9 +224,7 @@ void PReluGradient(GradientContext& g) {
 
 void RegisterActivationOps(OpRegistry& r) {
   RegisterOnnx(r, "Relu", [](KernelContext& ctx) {
-    NumericActivation(ctx, [](const KernelContext&) {
-      return [](auto x) { return x > decltype(x){0} ? x : decltype(x){0}; };
-    });
+    NumericUnary(ctx, [](auto x) { return x > decltype(x){0} ? x : decltype(x){0}; });
   });
   r.SetGradient("Relu", ReluGradient);
   RegisterFloatActivation(r, "LeakyRelu", [](const KernelContext& ctx) {
@@ -306,14 +282,12 @@ void RegisterActivationOps(OpRegistry& r) {
     };
   });
   RegisterOnnx(r, "Shrink", [](KernelContext& ctx) {
-    NumericActivation(ctx, [](const KernelContext& c) {
-      return [bias = FloatAttr(c, "bias", 0.0), lambd = FloatAttr(c, "lambd", 0.5)](auto x) {
-        using C = decltype(x);
-        const double v = static_cast<double>(x);
-        if (v < -lambd) return static_cast<C>(v + bias);
-        if (v > lambd) return static_cast<C>(v - bias);
-        return C{0};
-      };
+    NumericUnary(ctx, [bias = FloatAttr(ctx, "bias", 0.0), lambd = FloatAttr(ctx, "lambd", 0.5)](auto x) {
+      using C = decltype(x);
+      const double v = static_cast<double>(x);
+      if (v < -lambd) return static_cast<C>(v + bias);
+      if (v > lambd) return static_cast<C>(v - bias);
+      return C{0};
     });
   });
   RegisterOnnx(r, "PRelu", PReluKernel);

@@ -14,6 +14,8 @@ namespace edgetrain {
 namespace {
 
 using elementwise::BroadcastAll;
+using elementwise::FloatUnary;
+using elementwise::NumericUnary;
 using elementwise::BroadcastBinary;
 using elementwise::ComputeType;
 using elementwise::ForEachBroadcastRun;
@@ -166,27 +168,6 @@ void CheckNoZeroDivisor(KernelContext& ctx, const Tensor& divisor) {
     ET_CHECK(std::find(d, d + divisor.numel(), T{0}) == d + divisor.numel(), ErrorCode::kInvalidArgument,
              ctx.node().Describe(), ": integer division by zero");
   }
-}
-
-// y = fn(x) over float types (half types compute in float).
-template <typename Fn>
-void FloatUnary(KernelContext& ctx, Fn fn) {
-  Tensor x = ctx.Input(0);
-  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
-    using T = TagType<decltype(tag)>;
-    UnaryMap<T, T>(ctx.threads(), x, y, fn);
-  });
-}
-
-template <typename Fn>
-void NumericUnary(KernelContext& ctx, Fn fn) {
-  Tensor x = ctx.Input(0);
-  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-  VisitNumericMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
-    using T = TagType<decltype(tag)>;
-    UnaryMap<T, T>(ctx.threads(), x, y, fn);
-  });
 }
 
 // Same-type inputs, same-type output, numpy broadcasting.

@@ -177,4 +177,26 @@ void UnaryMap(ThreadPool& pool, const Tensor& in, Tensor& out, Fn fn) {
   });
 }
 
+// y = fn(x) for float types (half types compute in float).
+template <typename Fn>
+void FloatUnary(KernelContext& ctx, Fn fn) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitFloatMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    UnaryMap<T, T>(ctx.threads(), x, y, fn);
+  });
+}
+
+// y = fn(x) for every numeric type.
+template <typename Fn>
+void NumericUnary(KernelContext& ctx, Fn fn) {
+  Tensor x = ctx.Input(0);
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  VisitNumericMath(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    UnaryMap<T, T>(ctx.threads(), x, y, fn);
+  });
+}
+
 }  // namespace edgetrain::elementwise

@@ -435,12 +435,16 @@ Session::Session(Model model, SessionOptions options)
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
 }
 
-Session Session::FromFile(const std::string& path, SessionOptions options) {
-  ImportOptions import;
-  import.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
+ImportOptions ExecutionImportOptions() {
+  ImportOptions options;
+  options.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
     return OpRegistry::Global().Find(domain, op, opset) != nullptr;
   };
-  return Session(LoadModel(path, import), options);
+  return options;
+}
+
+Session Session::FromFile(const std::string& path, SessionOptions options) {
+  return Session(LoadModel(path, ExecutionImportOptions()), options);
 }
 
 Session::~Session() = default;

@@ -13,6 +13,7 @@
 #include "core/tensor.hpp"
 #include "core/threading.hpp"
 #include "ir/graph.hpp"
+#include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 
 namespace edgetrain {
@@ -53,6 +54,9 @@ class Session {
   std::mt19937_64 rng_;
   std::unique_ptr<GraphExecutor> executor_;
 };
+
+// Import options for models edgetrain will run: ONNX function ops without a kernel are inlined.
+ImportOptions ExecutionImportOptions();
 
 // Every operator node in `graph` (recursively) that has no kernel at its opset, as "op (node)".
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model);
