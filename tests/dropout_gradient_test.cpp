@@ -3,14 +3,14 @@
 // fused DropoutGrad kernel and with its function body inlined.
 #include <gtest/gtest.h>
 
+#include "gradient_check.hpp"
+
 #include <random>
 #include <string>
 #include <vector>
 
 #include "autodiff/autodiff.hpp"
 #include "core/error.hpp"
-#include "onnx/exporter.hpp"
-#include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
 
@@ -72,16 +72,6 @@ void AppendInputGradient(Model& m) {
   m.graph.outputs.push_back(out);
 }
 
-// Through ONNX serialization; with `inline_fused`, ai.edgetrain ops become their function bodies.
-Model Reimport(const Model& m, bool inline_fused) {
-  std::string bytes = SerializeModel(m);
-  ImportOptions options;
-  options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
-    return !(inline_fused && domain == kEdgetrainDomain);
-  };
-  return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
-}
-
 template <typename T>
 void CheckTrainingGradient(double ratio, bool inline_fused) {
   std::mt19937_64 rng(11);
@@ -92,7 +82,7 @@ void CheckTrainingGradient(double ratio, bool inline_fused) {
 
   Model m = DropoutModel<T>(ratio, /*with_mask=*/true, weights);
   AppendInputGradient(m);
-  Session session(Reimport(m, inline_fused));
+  Session session(testing::Reimport(m, inline_fused));
   std::vector<Tensor> out = session.Run({{"x", Tensor::FromVector<T>(xs, {kRows, kCols})}});
   ASSERT_EQ(out.size(), 4u);
   const Tensor& y = out[1];

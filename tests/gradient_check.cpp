@@ -54,9 +54,11 @@ Model ForwardModel(const GradCase& row) {
   return m;
 }
 
+}  // namespace
+
 // Through ONNX serialization and shape inference, as artifact generation does. With
 // `inline_fused`, ai.edgetrain operators are replaced by their standard-ONNX function bodies.
-Model Reimport(const Model& m, bool inline_fused = false) {
+Model Reimport(const Model& m, bool inline_fused) {
   std::string bytes = SerializeModel(m);
   ImportOptions options;
   options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
@@ -64,8 +66,6 @@ Model Reimport(const Model& m, bool inline_fused = false) {
   };
   return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
 }
-
-}  // namespace
 
 void CheckGradient(const GradCase& row) {
   std::mt19937_64 rng(std::hash<std::string>{}(row.name));

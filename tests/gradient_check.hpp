@@ -60,6 +60,10 @@ inline GradInput Omitted() {
   return in;
 }
 
+// Through ONNX serialization and shape inference, as artifact generation does. With
+// `inline_fused`, ai.edgetrain operators are replaced by their standard-ONNX function bodies.
+Model Reimport(const Model& model, bool inline_fused = false);
+
 // Runs the check; reports failures through gtest with the worst element.
 void CheckGradient(const GradCase& row);
 // The same check for a hand-built float64 model (several nodes): the loss weights every float

@@ -2,14 +2,14 @@
 // and the fused ai.edgetrain update ops against their definitions in standard ONNX ops.
 #include <gtest/gtest.h>
 
+#include "gradient_check.hpp"
+
 #include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "autodiff/optimizers.hpp"
-#include "onnx/exporter.hpp"
-#include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
@@ -189,25 +189,16 @@ Tensor Filled(const std::vector<double>& values, const Shape& shape, DataType dt
   return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), shape);
 }
 
-Model Reimport(const Model& model, bool inline_fused) {
-  std::string bytes = SerializeModel(model);
-  ImportOptions options;
-  options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
-    return !(inline_fused && domain == kEdgetrainDomain);
-  };
-  return LoadModelFromBuffer(bytes.data(), bytes.size(), model.source, ".", options);
-}
-
 // Runs 10 steps with the fused kernels, checks each step against the inlined standard-op graph
 // fed the same inputs, and returns w then b at the end.
 std::vector<double> RunTenSteps(const OptimizerSpec& spec, float lr, DataType dtype) {
   const std::vector<std::string> params = {"w", "b"};
   const std::vector<Shape> shapes = {{2, 3}, {3}};
   Model model = BuildOptimizerModel(spec, params, {TensorInfo(dtype, shapes[0]), TensorInfo(dtype, shapes[1])});
-  Model portable = Reimport(model, /*inline_fused=*/true);
+  Model portable = testing::Reimport(model, /*inline_fused=*/true);
   for (const Node& node : portable.graph.nodes)
     EXPECT_NE(node.domain, kEdgetrainDomain) << node.Describe() << " was not inlined";
-  Session fused(Reimport(model, /*inline_fused=*/false));
+  Session fused(testing::Reimport(model, /*inline_fused=*/false));
   Session standard(std::move(portable));
 
   std::map<std::string, Tensor> values = {{"w", Filled(InitialW(), shapes[0], dtype)},
