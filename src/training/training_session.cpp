@@ -1,0 +1,477 @@
+#include "training/training_session.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "autodiff/artifacts.hpp"
+#include "core/error.hpp"
+#include "ir/passes.hpp"
+#include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
+
+namespace edgetrain {
+
+ModelSource ModelSource::FromBuffer(const void* data, size_t size, std::string name) {
+  ModelSource source;
+  source.data = data;
+  source.size = size;
+  source.buffer_name = std::move(name);
+  return source;
+}
+
+namespace {
+
+constexpr const char* kGradSuffix = "_grad";
+constexpr float kDefaultLearningRate = 1e-3f;
+
+Model LoadSource(const ModelSource& source) {
+  if (!source.path.empty()) return LoadModel(source.path, ExecutionImportOptions());
+  ET_CHECK(source.data != nullptr, ErrorCode::kInvalidArgument, "model buffer '", source.buffer_name, "' is null");
+  return LoadModelFromBuffer(source.data, source.size, source.buffer_name, ".", ExecutionImportOptions());
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Strip(const std::string& s, const std::string& suffix) { return s.substr(0, s.size() - suffix.size()); }
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Checks a parameter tensor against the model input that receives it.
+void CheckParameterFits(const Tensor& value, const ValueInfo& input, const std::string& model) {
+  ET_CHECK(value.dtype() == input.dtype, ErrorCode::kInvalidArgument, "checkpoint parameter '", input.name, "' is ",
+           DataTypeName(value.dtype()), " but the ", model, " model expects ", DataTypeName(input.dtype));
+  if (!input.has_shape) return;
+  bool fits = value.rank() == input.shape.size();
+  for (size_t i = 0; fits && i < input.shape.size(); ++i)
+    fits = !input.shape[i].known() || input.shape[i].value == value.dim(i);
+  ET_CHECK(fits, ErrorCode::kInvalidArgument, "checkpoint parameter '", input.name, "' has shape ",
+           ShapeToString(value.shape()), " but the ", model, " model expects a different shape");
+}
+
+Shape StaticShape(const ValueInfo& info) {
+  ET_CHECK(info.has_shape, ErrorCode::kInvalidArgument, "parameter '", info.name,
+           "' has no static shape in the training model (needed to allocate a nominal checkpoint's parameters)");
+  Shape shape;
+  for (const Dim& d : info.shape) {
+    ET_CHECK(d.known(), ErrorCode::kInvalidArgument, "parameter '", info.name,
+             "' has no static shape in the training model (needed to allocate a nominal checkpoint's parameters)");
+    shape.push_back(d.value);
+  }
+  return shape;
+}
+
+void CopyInto(Tensor& target, const Tensor& source, const std::string& name) {
+  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'",
+           name, "': the model produced ", DataTypeName(source.dtype()), " ", ShapeToString(source.shape()),
+           " for a tensor that is ", DataTypeName(target.dtype()), " ", ShapeToString(target.shape()));
+  std::memcpy(target.raw(), source.raw(), source.nbytes());
+}
+
+void AddInto(Tensor& target, const Tensor& source, const std::string& name) {
+  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'",
+           name, "': gradient of shape ", ShapeToString(source.shape()), " does not fit its buffer ",
+           ShapeToString(target.shape()));
+  VisitFloat(target.dtype(), "gradient accumulation", [&]<typename T>(TypeTag<T>) {
+    T* out = target.data<T>();
+    const T* in = source.data<T>();
+    for (int64_t i = 0; i < target.numel(); ++i) out[i] += in[i];
+  });
+}
+
+void CheckInputCount(const char* step, const std::vector<std::string>& expected, const std::vector<Tensor>& inputs) {
+  ET_CHECK(inputs.size() == expected.size(), ErrorCode::kInvalidArgument, step, ": expected ", expected.size(),
+           " inputs (", JoinNames(expected), "), got ", inputs.size());
+}
+
+}  // namespace
+
+struct TrainingSession::Impl {
+  CheckpointState state;
+  TrainingSessionOptions options;
+  Model eval_model;  // as loaded, for InferenceModel
+  std::optional<Session> training, eval, optimizer;
+
+  std::vector<std::string> parameters;  // training-model inputs that come from the state, in order
+  std::vector<std::string> trainable;   // the trainable ones, in the same order
+  std::map<std::string, Tensor> values;  // the live parameter tensors (the checkpoint's own)
+  std::map<std::string, Tensor> gradients;
+  std::map<std::string, std::string> state_updates;  // training output -> parameter it overwrites
+  std::vector<std::string> train_inputs, train_outputs, eval_inputs, eval_outputs;
+  bool reset_gradients = true;
+
+  struct OptimizerInput {
+    std::string name;
+    Tensor* value = nullptr;  // a parameter, gradient or optimizer state tensor
+  };
+  std::vector<OptimizerInput> optimizer_inputs;               // after learning_rate and step
+  std::vector<std::pair<std::string, Tensor*>> optimizer_updates;  // output -> the tensor it overwrites
+  float learning_rate = kDefaultLearningRate;
+  std::optional<LRScheduler> scheduler;
+
+  Checkpoint& checkpoint() { return state.checkpoint(); }
+  void BindTrainingModel(const Model& model);
+  void BindEvalModel();
+  void BindOptimizerModel();
+  void CheckMaterialized(const char* what) const {
+    ET_CHECK(!state.is_nominal(), ErrorCode::kInvalidArgument, what,
+             ": the checkpoint is nominal; supply the parameters with CopyBufferToParameters(buffer, "
+             "trainable_only=false) first");
+  }
+  std::map<std::string, Tensor> Feeds(const std::vector<std::string>& user_inputs, const std::vector<Tensor>& inputs,
+                                      const Session& session) const;
+  std::vector<std::string> FlatParameters(bool trainable_only) const {
+    return trainable_only ? trainable : parameters;
+  }
+};
+
+void TrainingSession::Impl::BindTrainingModel(const Model& model) {
+  std::set<std::string> outputs;
+  for (const ValueInfo& out : model.graph.outputs) outputs.insert(out.name);
+  std::set<std::string> checkpoint_names;
+  for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+
+  for (const ValueInfo* input : training->Inputs()) {
+    const std::string& name = input->name;
+    bool has_gradient = outputs.count(name + kGradSuffix) != 0;
+    bool is_state = outputs.count(name + kStateUpdateSuffix) != 0;
+    if (!checkpoint_names.count(name)) {
+      ET_CHECK(!has_gradient && !is_state, ErrorCode::kInvalidArgument, "checkpoint has no parameter '", name,
+               "', which the training model '", model.source, "' needs");
+      train_inputs.push_back(name);
+      continue;
+    }
+    parameters.push_back(name);
+    if (state.is_nominal()) {
+      DataType dtype = state.IsTrainable(name) ? checkpoint().nominal_trainable.at(name)
+                                               : checkpoint().nominal_frozen.at(name);
+      values[name] = Tensor::Zeros(dtype, StaticShape(*input));
+    } else {
+      values[name] = state.IsTrainable(name) ? checkpoint().trainable.at(name) : checkpoint().frozen.at(name);
+    }
+    CheckParameterFits(values[name], *input, "training");
+    if (state.IsTrainable(name)) {
+      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name,
+               "' has no gradient output '", name, kGradSuffix, "' in the training model '", model.source, "'");
+      trainable.push_back(name);
+      gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
+    }
+    if (is_state) state_updates[name + kStateUpdateSuffix] = name;
+  }
+  for (const std::string& name : checkpoint_names)
+    ET_CHECK(values.count(name), ErrorCode::kInvalidArgument, "checkpoint parameter '", name,
+             "' is not an input of the training model '", model.source, "'");
+  for (const ValueInfo& out : model.graph.outputs)
+    if (!state_updates.count(out.name) && !(EndsWith(out.name, kGradSuffix) &&
+                                            gradients.count(Strip(out.name, kGradSuffix))))
+      train_outputs.push_back(out.name);
+}
+
+void TrainingSession::Impl::BindEvalModel() {
+  for (const ValueInfo* input : eval->Inputs()) {
+    auto it = values.find(input->name);
+    if (it == values.end()) {
+      eval_inputs.push_back(input->name);
+    } else {
+      CheckParameterFits(it->second, *input, "eval");
+    }
+  }
+  eval_outputs = eval->OutputNames();
+}
+
+void TrainingSession::Impl::BindOptimizerModel() {
+  const std::string source = optimizer->model().source;
+  std::vector<std::string> names = optimizer->InputNames();
+  ET_CHECK(names.size() >= 2 && names[0] == "learning_rate" && names[1] == "step", ErrorCode::kInvalidModel,
+           "optimizer model '", source, "' must start with the inputs learning_rate and step");
+  Checkpoint& c = checkpoint();
+  const bool resume = c.optimizer.has_value();
+  if (!resume) c.optimizer = OptimizerState{};
+  OptimizerState& opt = *c.optimizer;
+
+  std::map<std::string, std::vector<std::string>> state_names;  // parameter -> its optimizer states, in order
+  std::string current;
+  std::map<std::string, Tensor*> targets;
+  for (size_t i = 2; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (std::count(trainable.begin(), trainable.end(), name)) {
+      current = name;
+      targets[name] = &values[name];
+    } else if (EndsWith(name, kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
+      targets[name] = &gradients[Strip(name, kGradSuffix)];
+    } else {
+      ET_CHECK(!current.empty(), ErrorCode::kInvalidModel, "optimizer model '", source, "': input '", name,
+               "' is neither a trainable parameter of the checkpoint nor its gradient nor its optimizer state");
+      state_names[current].push_back(name);
+    }
+  }
+  for (const std::string& p : trainable) {
+    ET_CHECK(targets.count(p) && targets.count(p + kGradSuffix), ErrorCode::kInvalidArgument,
+             "the optimizer model '", source, "' does not update trainable parameter '", p, "'");
+    std::vector<Tensor>& moments = opt.momentums[p];
+    const size_t count = state_names[p].size();
+    if (moments.empty()) {
+      for (size_t k = 0; k < count; ++k) moments.push_back(Tensor::Zeros(values[p].dtype(), values[p].shape()));
+    }
+    ET_CHECK(moments.size() == count, ErrorCode::kInvalidArgument, "checkpoint optimizer state of parameter '", p,
+             "' has ", moments.size(), " tensors, the optimizer model expects ", count);
+    for (size_t k = 0; k < count; ++k) {
+      ET_CHECK(moments[k].dtype() == values[p].dtype() && moments[k].shape() == values[p].shape(),
+               ErrorCode::kInvalidArgument, "checkpoint optimizer state ", k, " of parameter '", p, "' has shape ",
+               ShapeToString(moments[k].shape()), ", the parameter has ", ShapeToString(values[p].shape()));
+      targets[state_names[p][k]] = &moments[k];
+    }
+  }
+  for (size_t i = 2; i < names.size(); ++i) optimizer_inputs.push_back({names[i], targets.at(names[i])});
+  for (const std::string& out : optimizer->OutputNames()) {
+    ET_CHECK(EndsWith(out, kStateUpdateSuffix) && targets.count(Strip(out, kStateUpdateSuffix)),
+             ErrorCode::kInvalidModel, "optimizer model '", source, "': output '", out,
+             "' does not name an input it updates (<input>", kStateUpdateSuffix, ")");
+    optimizer_updates.emplace_back(out, targets.at(Strip(out, kStateUpdateSuffix)));
+  }
+  if (resume && opt.initial_learning_rate > 0) learning_rate = opt.initial_learning_rate;
+  opt.initial_learning_rate = learning_rate;
+}
+
+std::map<std::string, Tensor> TrainingSession::Impl::Feeds(const std::vector<std::string>& user_inputs,
+                                                           const std::vector<Tensor>& inputs,
+                                                           const Session& session) const {
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < user_inputs.size(); ++i) feeds[user_inputs[i]] = inputs[i];
+  for (const ValueInfo* input : session.Inputs())
+    if (auto it = values.find(input->name); it != values.end()) feeds[input->name] = it->second;
+  return feeds;
+}
+
+TrainingSession::TrainingSession(CheckpointState state, const ModelSource& training_model,
+                                 const ModelSource& eval_model, const ModelSource& optimizer_model,
+                                 TrainingSessionOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.state = std::move(state);
+  s.options = options;
+  SessionOptions session_options{options.num_threads, options.seed, true};
+  ET_CHECK(!training_model.empty(), ErrorCode::kInvalidArgument, "TrainingSession: no training model given");
+  Model training = LoadSource(training_model);
+  s.training.emplace(training, session_options);
+  s.BindTrainingModel(training);
+  if (!eval_model.empty()) {
+    s.eval_model = LoadSource(eval_model);
+    s.eval.emplace(s.eval_model, session_options);
+    s.BindEvalModel();
+  }
+  if (!optimizer_model.empty()) {
+    s.optimizer.emplace(LoadSource(optimizer_model), session_options);
+    s.BindOptimizerModel();
+  }
+}
+
+TrainingSession::~TrainingSession() = default;
+TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
+
+std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs) {
+  Impl& s = *impl_;
+  s.CheckMaterialized("TrainStep");
+  CheckInputCount("TrainStep", s.train_inputs, inputs);
+  std::vector<std::string> fetches = s.training->OutputNames();
+  std::vector<Tensor> results = s.training->Run(s.Feeds(s.train_inputs, inputs, *s.training), fetches);
+
+  std::vector<Tensor> outputs;
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    const std::string& name = fetches[i];
+    if (auto it = s.state_updates.find(name); it != s.state_updates.end()) {
+      CopyInto(s.values[it->second], results[i], name);
+    } else if (EndsWith(name, kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
+      Tensor& buffer = s.gradients[Strip(name, kGradSuffix)];
+      if (s.reset_gradients) {
+        CopyInto(buffer, results[i], name);
+      } else {
+        AddInto(buffer, results[i], name);
+      }
+    } else {
+      outputs.push_back(results[i]);
+    }
+  }
+  s.reset_gradients = false;
+  return outputs;
+}
+
+std::vector<Tensor> TrainingSession::EvalStep(const std::vector<Tensor>& inputs) {
+  Impl& s = *impl_;
+  ET_CHECK(s.eval.has_value(), ErrorCode::kInvalidArgument, "EvalStep: this session has no eval model");
+  s.CheckMaterialized("EvalStep");
+  CheckInputCount("EvalStep", s.eval_inputs, inputs);
+  return s.eval->Run(s.Feeds(s.eval_inputs, inputs, *s.eval));
+}
+
+void TrainingSession::LazyResetGrad() { impl_->reset_gradients = true; }
+
+void TrainingSession::OptimizerStep() {
+  Impl& s = *impl_;
+  ET_CHECK(s.optimizer.has_value(), ErrorCode::kInvalidArgument, "OptimizerStep: this session has no optimizer model");
+  s.CheckMaterialized("OptimizerStep");
+  OptimizerState& opt = *s.checkpoint().optimizer;
+  std::map<std::string, Tensor> feeds;
+  feeds["learning_rate"] = Tensor::Scalar<float>(s.learning_rate);
+  feeds["step"] = Tensor::Scalar<int64_t>(opt.step);
+  for (const auto& input : s.optimizer_inputs) feeds[input.name] = *input.value;
+  std::vector<std::string> fetches;
+  for (const auto& update : s.optimizer_updates) fetches.push_back(update.first);
+  std::vector<Tensor> results = s.optimizer->Run(feeds, fetches);
+  for (size_t i = 0; i < results.size(); ++i) CopyInto(*s.optimizer_updates[i].second, results[i], fetches[i]);
+  ++opt.step;
+}
+
+float TrainingSession::GetLearningRate() const { return impl_->learning_rate; }
+
+void TrainingSession::SetLearningRate(float learning_rate) {
+  ET_CHECK(learning_rate >= 0, ErrorCode::kInvalidArgument, "SetLearningRate: the learning rate must be >= 0, got ",
+           learning_rate);
+  impl_->learning_rate = learning_rate;
+  if (!impl_->scheduler && impl_->checkpoint().optimizer) impl_->checkpoint().optimizer->initial_learning_rate = learning_rate;
+}
+
+void TrainingSession::RegisterLRScheduler(const LRScheduler& scheduler) {
+  ET_CHECK(impl_->optimizer.has_value(), ErrorCode::kInvalidArgument,
+           "RegisterLRScheduler: this session has no optimizer model");
+  impl_->scheduler = scheduler;
+  impl_->checkpoint().optimizer->initial_learning_rate = scheduler.initial_lr;
+  SchedulerStep();
+}
+
+void TrainingSession::RegisterLinearLRScheduler(int64_t warmup_steps, int64_t total_steps, float initial_lr) {
+  RegisterLRScheduler(LRScheduler::Linear(warmup_steps, total_steps, initial_lr));
+}
+
+void TrainingSession::SchedulerStep() {
+  Impl& s = *impl_;
+  ET_CHECK(s.scheduler.has_value(), ErrorCode::kInvalidArgument, "SchedulerStep: no learning-rate scheduler registered");
+  s.learning_rate = s.scheduler->LearningRate(optimizer_step());
+}
+
+int64_t TrainingSession::optimizer_step() const {
+  const auto& opt = impl_->state.checkpoint().optimizer;
+  return opt ? opt->step : 0;
+}
+
+size_t TrainingSession::GetParametersSize(bool trainable_only) const {
+  size_t total = 0;
+  for (const std::string& name : impl_->FlatParameters(trainable_only)) total += impl_->values.at(name).numel();
+  return total;
+}
+
+namespace {
+
+void CheckFlatBuffer(const Tensor& buffer, size_t expected, const char* what) {
+  ET_CHECK(buffer.dtype() == DataType::kFloat32 && static_cast<size_t>(buffer.numel()) == expected,
+           ErrorCode::kInvalidArgument, what, ": the buffer must be float32 with ", expected, " elements, got ",
+           DataTypeName(buffer.dtype()), " ", ShapeToString(buffer.shape()));
+}
+
+}  // namespace
+
+void TrainingSession::CopyParametersToBuffer(Tensor& buffer, bool trainable_only) const {
+  const Impl& s = *impl_;
+  CheckFlatBuffer(buffer, GetParametersSize(trainable_only), "CopyParametersToBuffer");
+  float* out = buffer.data<float>();
+  for (const std::string& name : s.FlatParameters(trainable_only)) {
+    const Tensor& value = s.values.at(name);
+    ET_CHECK(value.dtype() == DataType::kFloat32, ErrorCode::kInvalidArgument, "CopyParametersToBuffer: parameter '",
+             name, "' is ", DataTypeName(value.dtype()), ", not float32");
+    std::memcpy(out, value.raw(), value.nbytes());
+    out += value.numel();
+  }
+}
+
+void TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool trainable_only) {
+  Impl& s = *impl_;
+  CheckFlatBuffer(buffer, GetParametersSize(trainable_only), "CopyBufferToParameters");
+  for (const std::string& name : s.FlatParameters(trainable_only))
+    ET_CHECK(s.values.at(name).dtype() == DataType::kFloat32, ErrorCode::kInvalidArgument,
+             "CopyBufferToParameters: parameter '", name, "' is ", DataTypeName(s.values.at(name).dtype()),
+             ", not float32");
+  const float* in = buffer.data<float>();
+  for (const std::string& name : s.FlatParameters(trainable_only)) {
+    Tensor& value = s.values.at(name);
+    std::memcpy(value.raw(), in, value.nbytes());
+    in += value.numel();
+  }
+  Checkpoint& c = s.checkpoint();
+  if (c.is_nominal && !trainable_only) {  // every parameter now has a value: the state is complete
+    for (const std::string& name : s.parameters)
+      (c.nominal_trainable.count(name) ? c.trainable : c.frozen)[name] = s.values.at(name);
+    c.nominal_trainable.clear();
+    c.nominal_frozen.clear();
+    c.is_nominal = false;
+  }
+}
+
+std::vector<std::string> TrainingSession::TrainingInputNames() const { return impl_->train_inputs; }
+std::vector<std::string> TrainingSession::TrainingOutputNames() const { return impl_->train_outputs; }
+std::vector<std::string> TrainingSession::EvalInputNames() const { return impl_->eval_inputs; }
+std::vector<std::string> TrainingSession::EvalOutputNames() const { return impl_->eval_outputs; }
+bool TrainingSession::has_eval_model() const { return impl_->eval.has_value(); }
+bool TrainingSession::has_optimizer_model() const { return impl_->optimizer.has_value(); }
+
+void TrainingSession::SetSeed(uint64_t seed) {
+  impl_->training->SetSeed(seed);
+  if (impl_->eval) impl_->eval->SetSeed(seed);
+}
+
+Model TrainingSession::InferenceModel(const std::vector<std::string>& output_names) const {
+  const Impl& s = *impl_;
+  ET_CHECK(s.eval.has_value(), ErrorCode::kInvalidArgument,
+           "ExportModelForInference: this session has no eval model to export from");
+  s.CheckMaterialized("ExportModelForInference");
+  std::vector<std::string> names = output_names;
+  if (names.empty()) names.assign(s.eval_outputs.begin() + 1, s.eval_outputs.end());
+  ET_CHECK(!names.empty(), ErrorCode::kInvalidArgument,
+           "ExportModelForInference: the eval model has no output besides the loss; name the outputs to export");
+
+  Model model = s.eval_model;
+  Graph& g = model.graph;
+  std::set<std::string> produced;
+  for (const Node& node : g.nodes)
+    for (const std::string& out : node.outputs) produced.insert(out);
+  std::vector<ValueInfo> outputs;
+  for (const std::string& name : names) {
+    const ValueInfo* info = g.FindValueInfo(name);
+    ET_CHECK(info != nullptr && (produced.count(name) || g.IsInitializer(name)), ErrorCode::kInvalidArgument,
+             "ExportModelForInference: the eval model '", model.source, "' has no output or value '", name, "'");
+    outputs.push_back(*info);
+  }
+  g.outputs = outputs;
+  std::vector<ValueInfo> inputs;
+  for (const ValueInfo& input : g.inputs) {
+    if (auto it = s.values.find(input.name); it != s.values.end()) {
+      g.initializers[input.name] = it->second.Clone();
+    } else {
+      inputs.push_back(input);
+    }
+  }
+  g.inputs = inputs;
+  EliminateDeadNodes(g);
+  std::set<std::string> used;
+  for (const Node& node : g.nodes)
+    for (const std::string& in : node.inputs) used.insert(in);
+  for (const ValueInfo& out : g.outputs) used.insert(out.name);
+  std::erase_if(g.inputs, [&](const ValueInfo& v) { return !used.count(v.name); });
+  std::erase_if(g.initializers, [&](const auto& kv) { return !used.count(kv.first); });
+  model.producer = "edgetrain";
+  return model;
+}
+
+void TrainingSession::ExportModelForInference(const std::string& path,
+                                              const std::vector<std::string>& output_names) const {
+  SaveModel(InferenceModel(output_names), path);
+}
+
+CheckpointState& TrainingSession::state() { return impl_->state; }
+
+}  // namespace edgetrain

@@ -1,0 +1,93 @@
+// TrainingSession: runs the training, eval and optimizer models of an artifact set over the tensors
+// of a CheckpointState. Train steps accumulate gradients into session-owned buffers until
+// LazyResetGrad; the optimizer step updates the state's parameters and optimizer state in place.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/session.hpp"
+#include "training/checkpoint_state.hpp"
+#include "training/lr_scheduler.hpp"
+
+namespace edgetrain {
+
+// An ONNX model given as a file path or as bytes in memory (the bytes are read at session creation).
+struct ModelSource {
+  ModelSource() = default;
+  ModelSource(std::string file_path) : path(std::move(file_path)) {}
+  ModelSource(const char* file_path) : path(file_path) {}
+  static ModelSource FromBuffer(const void* data, size_t size, std::string name = "<memory>");
+
+  bool empty() const { return path.empty() && data == nullptr; }
+  std::string path;          // a file, or empty for a buffer
+  const void* data = nullptr;
+  size_t size = 0;
+  std::string buffer_name;  // names a buffer in errors
+};
+
+struct TrainingSessionOptions {
+  int num_threads = 1;
+  uint64_t seed = 0x5eed;  // Dropout and other random operators
+};
+
+class TrainingSession {
+ public:
+  // The eval and optimizer models are optional. Throws kInvalidArgument naming the parameter when
+  // the state does not match the training model (missing, extra, wrong dtype or shape).
+  TrainingSession(CheckpointState state, const ModelSource& training_model, const ModelSource& eval_model = {},
+                  const ModelSource& optimizer_model = {}, TrainingSessionOptions options = {});
+  ~TrainingSession();
+  TrainingSession(TrainingSession&&) noexcept;
+
+  // Inputs in TrainingInputNames() order; returns TrainingOutputNames() values (loss first).
+  // Gradients add up across steps until LazyResetGrad.
+  std::vector<Tensor> TrainStep(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> EvalStep(const std::vector<Tensor>& inputs);
+  // The next TrainStep overwrites the gradient buffers instead of adding to them.
+  void LazyResetGrad();
+  // Updates the parameters from the accumulated gradients and advances the step count.
+  void OptimizerStep();
+
+  float GetLearningRate() const;
+  void SetLearningRate(float learning_rate);
+  // Each registration replaces the previous scheduler and applies it once at once.
+  void RegisterLRScheduler(const LRScheduler& scheduler);
+  void RegisterLinearLRScheduler(int64_t warmup_steps, int64_t total_steps, float initial_lr);
+  // Sets the learning rate from the registered scheduler at the current optimizer step.
+  void SchedulerStep();
+  int64_t optimizer_step() const;
+
+  // Parameters as one flat float32 buffer, in training-model input order.
+  size_t GetParametersSize(bool trainable_only = true) const;
+  void CopyParametersToBuffer(Tensor& buffer, bool trainable_only = true) const;
+  // With trainable_only = false this also completes a nominal state.
+  void CopyBufferToParameters(const Tensor& buffer, bool trainable_only = true);
+
+  std::vector<std::string> TrainingInputNames() const;
+  std::vector<std::string> TrainingOutputNames() const;
+  std::vector<std::string> EvalInputNames() const;
+  std::vector<std::string> EvalOutputNames() const;
+  bool has_eval_model() const;
+  bool has_optimizer_model() const;
+
+  // Reseeds the random operators (Dropout): the same seed gives the same masks.
+  void SetSeed(uint64_t seed);
+
+  // The eval graph reduced to `output_names` (default: its outputs other than the loss), with the
+  // current parameter values as initializers and no loss inputs.
+  Model InferenceModel(const std::vector<std::string>& output_names = {}) const;
+  void ExportModelForInference(const std::string& path, const std::vector<std::string>& output_names = {}) const;
+
+  CheckpointState& state();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgetrain
