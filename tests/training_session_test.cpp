@@ -1,6 +1,7 @@
 // TrainingSession, CheckpointState, LR schedulers and TrainingAgent on generated artifacts of the
 // bundled models: gradient accumulation, optimizer steps, exact resume, export, and bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -24,8 +25,15 @@ namespace {
 
 const std::string kModels = EDGETRAIN_MODELS_DIR;
 
+// ctest runs each test in its own process, in parallel: every process gets its own directory.
+struct ProcessTempRoot {
+  fs::path path = fs::temp_directory_path() / ("edgetrain_training_test_" + std::to_string(getpid()));
+  ~ProcessTempRoot() { fs::remove_all(path); }
+};
+
 fs::path TempDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("edgetrain_training_test_" + name);
+  static ProcessTempRoot root;
+  fs::path dir = root.path / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   edgetrain::cli::AddRunCommands(app);
   edgetrain::cli::AddArtifactCommands(app);
+  edgetrain::cli::AddTrainCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

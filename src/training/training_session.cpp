@@ -416,6 +416,24 @@ std::vector<std::string> TrainingSession::TrainingInputNames() const { return im
 std::vector<std::string> TrainingSession::TrainingOutputNames() const { return impl_->train_outputs; }
 std::vector<std::string> TrainingSession::EvalInputNames() const { return impl_->eval_inputs; }
 std::vector<std::string> TrainingSession::EvalOutputNames() const { return impl_->eval_outputs; }
+namespace {
+
+std::vector<ValueInfo> InfosOf(const Session& session, const std::vector<std::string>& names) {
+  std::vector<ValueInfo> infos;
+  for (const std::string& name : names)
+    for (const ValueInfo* input : session.Inputs())
+      if (input->name == name) infos.push_back(*input);
+  return infos;
+}
+
+}  // namespace
+
+std::vector<ValueInfo> TrainingSession::TrainingInputInfos() const {
+  return InfosOf(*impl_->training, impl_->train_inputs);
+}
+std::vector<ValueInfo> TrainingSession::EvalInputInfos() const {
+  return impl_->eval ? InfosOf(*impl_->eval, impl_->eval_inputs) : std::vector<ValueInfo>{};
+}
 bool TrainingSession::has_eval_model() const { return impl_->eval.has_value(); }
 bool TrainingSession::has_optimizer_model() const { return impl_->optimizer.has_value(); }
 

@@ -72,6 +72,9 @@ class TrainingSession {
   std::vector<std::string> TrainingOutputNames() const;
   std::vector<std::string> EvalInputNames() const;
   std::vector<std::string> EvalOutputNames() const;
+  // Declared dtype and shape of each training / eval input, in the same order as the names.
+  std::vector<ValueInfo> TrainingInputInfos() const;
+  std::vector<ValueInfo> EvalInputInfos() const;
   bool has_eval_model() const;
   bool has_optimizer_model() const;
 
