@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "checkpoint/odtc_generated.h"
+#include "core/atomic_file.hpp"
 
 namespace edgetrain {
 namespace {
@@ -95,78 +96,6 @@ class ExternalDataReader {
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
-};
-
-// Writes `path` through a temporary file in the same directory that replaces it only on Commit(),
-// so readers never see a half-written file. Without Commit() the temporary file is removed.
-class AtomicFileWriter {
- public:
-  explicit AtomicFileWriter(std::string path) : path_(std::move(path)) {
-    static std::atomic<uint64_t> counter{0};
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    ET_CHECK(fd_ >= 0, ErrorCode::kIoError, "cannot write '", path_, "': ", SystemError());
-  }
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-  ~AtomicFileWriter() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_path_.c_str());
-  }
-
-  uint64_t position() const { return position_; }
-
-  void Write(const void* data, size_t nbytes) {
-    const auto* src = static_cast<const uint8_t*>(data);
-    size_t done = 0;
-    while (done < nbytes) {
-      ssize_t n = ::write(fd_, src + done, nbytes - done);
-      if (n < 0 && errno == EINTR) continue;
-      ET_CHECK(n > 0, ErrorCode::kIoError, "cannot write '", path_, "': ", SystemError());
-      done += static_cast<size_t>(n);
-    }
-    position_ += nbytes;
-  }
-
-  void Pad(uint64_t alignment) {
-    static constexpr uint8_t kZeros[8] = {};
-    size_t padding = static_cast<size_t>((alignment - position_ % alignment) % alignment);
-    Write(kZeros, padding);
-  }
-
-  // Flushes the data to disk; after this only the rename remains.
-  void Sync() {
-    ET_CHECK(::fsync(fd_) == 0, ErrorCode::kIoError, "cannot write '", path_, "': fsync: ", SystemError());
-    int fd = fd_;
-    fd_ = -1;
-    ET_CHECK(::close(fd) == 0, ErrorCode::kIoError, "cannot write '", path_, "': close: ", SystemError());
-  }
-
-  void Commit() {
-    if (fd_ >= 0) Sync();
-    ET_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, ErrorCode::kIoError, "cannot write '", path_,
-             "': rename: ", SystemError());
-    committed_ = true;
-    SyncDirectory();
-  }
-
- private:
-  void SyncDirectory() {
-    std::string dir = std::filesystem::path(path_).parent_path().string();
-    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) return;  // the file is in place; durability of the rename is best effort
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-
-  std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint64_t position_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
 #include "onnx/exporter.hpp"
 
-#include <cstdio>
-#include <fstream>
 #include <set>
 
+#include "core/atomic_file.hpp"
 #include "onnx/proto.hpp"
 #include "ops/registry.hpp"
 
@@ -109,16 +108,7 @@ std::string SerializeModel(const Model& model) {
 
 void SaveModel(const Model& model, const std::string& path) {
   std::string bytes = SerializeModel(model);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    ET_CHECK(file.good(), ErrorCode::kIoError, "cannot write '", path, "'");
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.flush();
-    ET_CHECK(file.good(), ErrorCode::kIoError, "failed writing '", path, "'");
-  }
-  ET_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, ErrorCode::kIoError, "cannot rename '", tmp, "' to '", path,
-           "'");
+  WriteFileAtomically(path, bytes.data(), bytes.size());
 }
 
 }  // namespace edgetrain
