@@ -28,16 +28,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# ONNX Runtime's native inference build, an independent executor of our training graphs (tests).
+# Peers from npm: ONNX Runtime's native inference build (an independent executor of our graphs) and
+# its last training runtime, onnxruntime-web 1.19.2 (reference numbers for ORT's own artifacts).
 peers="${EDGETRAIN_PEERS_DIR:-$HOME/.cache/edgetrain-peers}"
-if [ ! -f "$peers/node_modules/onnxruntime-node/package.json" ]; then
+npm_packages=()
+[ -f "$peers/node_modules/onnxruntime-node/package.json" ] || npm_packages+=(onnxruntime-node@1.30.0)
+[ -f "$peers/node_modules/onnxruntime-web/package.json" ] || npm_packages+=(onnxruntime-web@1.19.2)
+if [ ${#npm_packages[@]} -gt 0 ]; then
   if ! command -v npm >/dev/null; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
   fi
   mkdir -p "$peers"
   ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
-    onnxruntime-node@1.30.0 >/dev/null
+    "${npm_packages[@]}" >/dev/null
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -198,10 +198,16 @@ OptimizerState ReadOptimizerGroup(const odtc::OptimizerGroup& group, const ReadC
              name, "' appears more than once");
     std::vector<Tensor>& momentums = state.momentums[name];
     if (param->momentums() == nullptr) continue;
+    std::vector<std::pair<std::string, Tensor>> named;
     for (const odtc::Tensor* stored : *param->momentums()) {
-      std::string what = where + ": momentum " + std::to_string(momentums.size()) + " of parameter '" + name + "'";
-      momentums.push_back(ReadTensor(*stored, what, ctx));
+      std::string what = where + ": momentum " + std::to_string(named.size()) + " of parameter '" + name + "'";
+      named.emplace_back(stored->name() == nullptr ? "" : stored->name()->str(), ReadTensor(*stored, what, ctx));
     }
+    // ORT names them momentum0, momentum1 (first and second moment) but stores them in hash order.
+    std::stable_sort(named.begin(), named.end(), [](const auto& a, const auto& b) {
+      return a.first.size() != b.first.size() ? a.first.size() < b.first.size() : a.first < b.first;
+    });
+    for (auto& entry : named) momentums.push_back(std::move(entry.second));
   }
   return state;
 }
@@ -324,8 +330,9 @@ flatbuffers::Offset<odtc::OptimizerGroup> WriteOptimizer(flatbuffers::FlatBuffer
   std::vector<flatbuffers::Offset<odtc::ParameterOptimizerState>> params;
   for (const auto& [name, momentums] : state.momentums) {
     std::vector<TensorOffset> tensors;
-    for (size_t i = 0; i < momentums.size(); ++i) {
-      tensors.push_back(WriteTensor(fbb, name, momentums[i], "optimizer momentum " + std::to_string(i) + " of", external));
+    for (size_t i = 0; i < momentums.size(); ++i) {  // ORT looks moments up by these names
+      tensors.push_back(WriteTensor(fbb, "momentum" + std::to_string(i), momentums[i],
+                                    "optimizer state of parameter '" + name + "':", external));
     }
     params.push_back(odtc::CreateParameterOptimizerStateDirect(fbb, name.c_str(), &tensors));
   }

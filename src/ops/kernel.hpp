@@ -31,6 +31,8 @@ struct RuntimeValue {
 
 // The domain of edgetrain's own (fused) operators.
 inline constexpr const char* kEdgetrainDomain = "ai.edgetrain";
+// Operators ONNX Runtime emits in its training artifacts (run so ORT users need not regenerate).
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
 class KernelContext {
  public:
@@ -129,6 +131,17 @@ inline void RegisterRandomOnnx(OpRegistry& r, const std::string& op_type, Kernel
   entry.op_type = op_type;
   entry.kernel = std::move(fn);
   entry.deterministic = false;
+  r.Register(std::move(entry));
+}
+
+// A com.microsoft operator (any opset; ORT's contrib ops are all version 1). `deterministic` false
+// for random ops.
+inline void RegisterMicrosoft(OpRegistry& r, const std::string& op_type, KernelFn fn, bool deterministic = true) {
+  OpKernelEntry entry;
+  entry.domain = kMicrosoftDomain;
+  entry.op_type = op_type;
+  entry.kernel = std::move(fn);
+  entry.deterministic = deterministic;
   r.Register(std::move(entry));
 }
 

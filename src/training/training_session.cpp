@@ -9,6 +9,7 @@
 #include "ir/passes.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "training/ort_layout.hpp"
 
 namespace edgetrain {
 
@@ -85,6 +86,19 @@ void AddInto(Tensor& target, const Tensor& source, const std::string& name) {
   });
 }
 
+// A one-value feed shaped as `input` declares it: [] or ORT's [1].
+template <typename T>
+Tensor ScalarFeed(T value, const ValueInfo& input) {
+  Shape shape = input.has_shape && input.shape.size() == 1 ? Shape{1} : Shape{};
+  return Tensor::FromVector<T>({value}, shape);
+}
+
+const ValueInfo& InputInfo(const Session& session, const std::string& name) {
+  for (const ValueInfo* input : session.Inputs())
+    if (input->name == name) return *input;
+  Fail(ErrorCode::kInvalidModel, "model '", session.model().source, "' has no input '", name, "'");
+}
+
 void CheckInputCount(const char* step, const std::vector<std::string>& expected, const std::vector<Tensor>& inputs) {
   ET_CHECK(inputs.size() == expected.size(), ErrorCode::kInvalidArgument, step, ": expected ", expected.size(),
            " inputs (", JoinNames(expected), "), got ", inputs.size());
@@ -106,6 +120,12 @@ struct TrainingSession::Impl {
   std::vector<std::string> train_inputs, train_outputs, eval_inputs, eval_outputs;
   bool reset_gradients = true;
 
+  // ORT's layout (ort_layout.hpp): the graph accumulates into buffers the session feeds.
+  std::map<std::string, std::string> accumulation_buffers;  // buffer input -> parameter
+  std::map<std::string, std::string> accumulated_outputs;   // output -> parameter whose buffer it refills
+  std::set<std::string> accumulator_flags;                  // outputs that only report "updated"
+  std::optional<OrtOptimizerLayout> ort_optimizer;
+
   struct OptimizerInput {
     std::string name;
     Tensor* value = nullptr;  // a parameter, gradient or optimizer state tensor
@@ -116,9 +136,13 @@ struct TrainingSession::Impl {
   std::optional<LRScheduler> scheduler;
 
   Checkpoint& checkpoint() { return state.checkpoint(); }
-  void BindTrainingModel(const Model& model);
+  void BindTrainingModel(const Model& model, const OrtAccumulators& accumulators);
   void BindEvalModel();
   void BindOptimizerModel();
+  void BindOrtOptimizerModel();
+  std::vector<Tensor>& Moments(const std::string& param, size_t count);
+  void InitLearningRate(bool resume);
+  void RunOrtOptimizer();
   void CheckMaterialized(const char* what) const {
     ET_CHECK(!state.is_nominal(), ErrorCode::kInvalidArgument, what,
              ": the checkpoint is nominal; supply the parameters with CopyBufferToParameters(buffer, "
@@ -131,7 +155,7 @@ struct TrainingSession::Impl {
   }
 };
 
-void TrainingSession::Impl::BindTrainingModel(const Model& model) {
+void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
   std::set<std::string> outputs;
   for (const ValueInfo& out : model.graph.outputs) outputs.insert(out.name);
   std::set<std::string> checkpoint_names;
@@ -139,7 +163,18 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model) {
 
   for (const ValueInfo* input : training->Inputs()) {
     const std::string& name = input->name;
-    bool has_gradient = outputs.count(name + kGradSuffix) != 0;
+    if (name == kOrtLazyResetGradInput) continue;
+    if (auto it = accumulators.accumulated_output.find(name); it != accumulators.accumulated_output.end()) {
+      ET_CHECK(EndsWith(name, kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '",
+               model.source, "': accumulation buffer '", name, "' is not named <parameter>",
+               kOrtAccumulationBufferSuffix);
+      const std::string param = Strip(name, kOrtAccumulationBufferSuffix);
+      accumulation_buffers[name] = param;
+      accumulated_outputs[it->second] = param;
+      continue;
+    }
+    bool has_gradient = outputs.count(name + kGradSuffix) != 0 ||
+                        accumulators.accumulated_output.count(name + kOrtAccumulationBufferSuffix) != 0;
     bool is_state = outputs.count(name + kStateUpdateSuffix) != 0;
     if (!checkpoint_names.count(name)) {
       ET_CHECK(!has_gradient && !is_state, ErrorCode::kInvalidArgument, "checkpoint has no parameter '", name,
@@ -157,8 +192,9 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model) {
     }
     CheckParameterFits(values[name], *input, "training");
     if (state.IsTrainable(name)) {
-      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name,
-               "' has no gradient output '", name, kGradSuffix, "' in the training model '", model.source, "'");
+      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('",
+               name, kGradSuffix, "' output or '", name, kOrtAccumulationBufferSuffix,
+               "' input) in the training model '", model.source, "'");
       trainable.push_back(name);
       gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
     }
@@ -167,10 +203,16 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model) {
   for (const std::string& name : checkpoint_names)
     ET_CHECK(values.count(name), ErrorCode::kInvalidArgument, "checkpoint parameter '", name,
              "' is not an input of the training model '", model.source, "'");
-  for (const ValueInfo& out : model.graph.outputs)
-    if (!state_updates.count(out.name) && !(EndsWith(out.name, kGradSuffix) &&
-                                            gradients.count(Strip(out.name, kGradSuffix))))
-      train_outputs.push_back(out.name);
+  for (const auto& [buffer, param] : accumulation_buffers)
+    ET_CHECK(gradients.count(param), ErrorCode::kInvalidArgument, "training model '", model.source,
+             "' accumulates the gradient of '", param, "', which is not a trainable parameter of the checkpoint");
+  accumulator_flags.insert(accumulators.flag_outputs.begin(), accumulators.flag_outputs.end());
+  for (const ValueInfo& out : model.graph.outputs) {
+    const std::string& name = out.name;
+    bool internal = state_updates.count(name) || accumulated_outputs.count(name) || accumulator_flags.count(name) ||
+                    (EndsWith(name, kGradSuffix) && gradients.count(Strip(name, kGradSuffix)));
+    if (!internal) train_outputs.push_back(name);
+  }
 }
 
 void TrainingSession::Impl::BindEvalModel() {
@@ -185,15 +227,32 @@ void TrainingSession::Impl::BindEvalModel() {
   eval_outputs = eval->OutputNames();
 }
 
+std::vector<Tensor>& TrainingSession::Impl::Moments(const std::string& p, size_t count) {
+  std::vector<Tensor>& moments = checkpoint().optimizer->momentums[p];
+  if (moments.empty())
+    for (size_t k = 0; k < count; ++k) moments.push_back(Tensor::Zeros(values[p].dtype(), values[p].shape()));
+  ET_CHECK(moments.size() == count, ErrorCode::kInvalidArgument, "checkpoint optimizer state of parameter '", p,
+           "' has ", moments.size(), " tensors, the optimizer model expects ", count);
+  for (size_t k = 0; k < count; ++k)
+    ET_CHECK(moments[k].dtype() == values[p].dtype() && moments[k].shape() == values[p].shape(),
+             ErrorCode::kInvalidArgument, "checkpoint optimizer state ", k, " of parameter '", p, "' has shape ",
+             ShapeToString(moments[k].shape()), ", the parameter has ", ShapeToString(values[p].shape()));
+  return moments;
+}
+
+void TrainingSession::Impl::InitLearningRate(bool resume) {
+  OptimizerState& opt = *checkpoint().optimizer;
+  if (resume && opt.initial_learning_rate > 0) learning_rate = opt.initial_learning_rate;
+  opt.initial_learning_rate = learning_rate;
+}
+
 void TrainingSession::Impl::BindOptimizerModel() {
   const std::string source = optimizer->model().source;
   std::vector<std::string> names = optimizer->InputNames();
   ET_CHECK(names.size() >= 2 && names[0] == "learning_rate" && names[1] == "step", ErrorCode::kInvalidModel,
            "optimizer model '", source, "' must start with the inputs learning_rate and step");
-  Checkpoint& c = checkpoint();
-  const bool resume = c.optimizer.has_value();
-  if (!resume) c.optimizer = OptimizerState{};
-  OptimizerState& opt = *c.optimizer;
+  const bool resume = checkpoint().optimizer.has_value();
+  if (!resume) checkpoint().optimizer = OptimizerState{};
 
   std::map<std::string, std::vector<std::string>> state_names;  // parameter -> its optimizer states, in order
   std::string current;
@@ -214,19 +273,8 @@ void TrainingSession::Impl::BindOptimizerModel() {
   for (const std::string& p : trainable) {
     ET_CHECK(targets.count(p) && targets.count(p + kGradSuffix), ErrorCode::kInvalidArgument,
              "the optimizer model '", source, "' does not update trainable parameter '", p, "'");
-    std::vector<Tensor>& moments = opt.momentums[p];
-    const size_t count = state_names[p].size();
-    if (moments.empty()) {
-      for (size_t k = 0; k < count; ++k) moments.push_back(Tensor::Zeros(values[p].dtype(), values[p].shape()));
-    }
-    ET_CHECK(moments.size() == count, ErrorCode::kInvalidArgument, "checkpoint optimizer state of parameter '", p,
-             "' has ", moments.size(), " tensors, the optimizer model expects ", count);
-    for (size_t k = 0; k < count; ++k) {
-      ET_CHECK(moments[k].dtype() == values[p].dtype() && moments[k].shape() == values[p].shape(),
-               ErrorCode::kInvalidArgument, "checkpoint optimizer state ", k, " of parameter '", p, "' has shape ",
-               ShapeToString(moments[k].shape()), ", the parameter has ", ShapeToString(values[p].shape()));
-      targets[state_names[p][k]] = &moments[k];
-    }
+    std::vector<Tensor>& moments = Moments(p, state_names[p].size());
+    for (size_t k = 0; k < moments.size(); ++k) targets[state_names[p][k]] = &moments[k];
   }
   for (size_t i = 2; i < names.size(); ++i) optimizer_inputs.push_back({names[i], targets.at(names[i])});
   for (const std::string& out : optimizer->OutputNames()) {
@@ -235,8 +283,55 @@ void TrainingSession::Impl::BindOptimizerModel() {
              "' does not name an input it updates (<input>", kStateUpdateSuffix, ")");
     optimizer_updates.emplace_back(out, targets.at(Strip(out, kStateUpdateSuffix)));
   }
-  if (resume && opt.initial_learning_rate > 0) learning_rate = opt.initial_learning_rate;
-  opt.initial_learning_rate = learning_rate;
+  InitLearningRate(resume);
+}
+
+void TrainingSession::Impl::BindOrtOptimizerModel() {
+  const bool resume = checkpoint().optimizer.has_value();
+  if (!resume) checkpoint().optimizer = OptimizerState{};
+  for (const std::string& p : trainable) Moments(p, ort_optimizer->states.size());
+  InitLearningRate(resume);
+}
+
+// One update through ORT's optimizer model: sequences in trainable-parameter order; the step count
+// advances only when the model reports that the update ran.
+void TrainingSession::Impl::RunOrtOptimizer() {
+  const OrtOptimizerLayout& layout = *ort_optimizer;
+  OptimizerState& opt = *checkpoint().optimizer;
+  std::map<std::string, RuntimeValue> feeds;
+  feeds[layout.learning_rate] = RuntimeValue::Of(ScalarFeed<float>(learning_rate, InputInfo(*optimizer, layout.learning_rate)));
+  if (!layout.step.empty())  // ORT passes the number of the update about to run (bias correction counts from 1)
+    feeds[layout.step] = RuntimeValue::Of(ScalarFeed<int64_t>(opt.step + 1, InputInfo(*optimizer, layout.step)));
+  auto sequence = [&](auto&& tensor_of) {
+    RuntimeValue v;
+    v.is_sequence = true;
+    for (const std::string& p : trainable) v.sequence.push_back(tensor_of(p));
+    return v;
+  };
+  feeds[layout.params] = sequence([&](const std::string& p) { return values[p]; });
+  feeds[layout.gradients] = sequence([&](const std::string& p) { return gradients[p]; });
+  for (size_t k = 0; k < layout.states.size(); ++k)
+    feeds[layout.states[k]] = sequence([&](const std::string& p) { return opt.momentums[p][k]; });
+
+  std::vector<std::string> fetches = {layout.updated_flag, layout.updated_params};
+  fetches.insert(fetches.end(), layout.updated_states.begin(), layout.updated_states.end());
+  std::vector<RuntimeValue> results = optimizer->RunValues(feeds, fetches);
+  if (!results[0].tensor.ToInt64Vector().at(0)) return;
+  auto copy_back = [&](const RuntimeValue& updated, auto&& tensor_of) {
+    ET_CHECK(updated.is_sequence && updated.sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
+             "optimizer model '", optimizer->model().source, "' returned ", updated.sequence.size(),
+             " updated tensors for ", trainable.size(), " parameters");
+    for (size_t i = 0; i < trainable.size(); ++i) CopyInto(tensor_of(trainable[i]), updated.sequence[i], trainable[i]);
+  };
+  // Validate every result before writing any, so that a malformed model leaves the state as it was.
+  for (size_t r = 1; r < results.size(); ++r)
+    ET_CHECK(results[r].is_sequence && results[r].sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
+             "optimizer model '", optimizer->model().source, "': output '", fetches[r], "' holds ",
+             results[r].sequence.size(), " tensors for ", trainable.size(), " parameters");
+  copy_back(results[1], [&](const std::string& p) -> Tensor& { return values[p]; });
+  for (size_t k = 0; k < layout.states.size(); ++k)
+    copy_back(results[2 + k], [&](const std::string& p) -> Tensor& { return opt.momentums[p][k]; });
+  ++opt.step;
 }
 
 std::map<std::string, Tensor> TrainingSession::Impl::Feeds(const std::vector<std::string>& user_inputs,
@@ -244,8 +339,15 @@ std::map<std::string, Tensor> TrainingSession::Impl::Feeds(const std::vector<std
                                                            const Session& session) const {
   std::map<std::string, Tensor> feeds;
   for (size_t i = 0; i < user_inputs.size(); ++i) feeds[user_inputs[i]] = inputs[i];
-  for (const ValueInfo* input : session.Inputs())
-    if (auto it = values.find(input->name); it != values.end()) feeds[input->name] = it->second;
+  for (const ValueInfo* input : session.Inputs()) {
+    if (auto it = values.find(input->name); it != values.end()) {
+      feeds[input->name] = it->second;
+    } else if (auto buffer = accumulation_buffers.find(input->name); buffer != accumulation_buffers.end()) {
+      feeds[input->name] = gradients.at(buffer->second);
+    } else if (input->name == kOrtLazyResetGradInput) {
+      feeds[input->name] = ScalarFeed<bool>(reset_gradients, *input);
+    }
+  }
   return feeds;
 }
 
@@ -259,16 +361,23 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
   SessionOptions session_options{options.num_threads, options.seed, true};
   ET_CHECK(!training_model.empty(), ErrorCode::kInvalidArgument, "TrainingSession: no training model given");
   Model training = LoadSource(training_model);
+  OrtAccumulators accumulators = ExposeAccumulatedGradients(training);
   s.training.emplace(training, session_options);
-  s.BindTrainingModel(training);
+  s.BindTrainingModel(training, accumulators);
   if (!eval_model.empty()) {
     s.eval_model = LoadSource(eval_model);
     s.eval.emplace(s.eval_model, session_options);
     s.BindEvalModel();
   }
   if (!optimizer_model.empty()) {
-    s.optimizer.emplace(LoadSource(optimizer_model), session_options);
-    s.BindOptimizerModel();
+    Model optimizer = LoadSource(optimizer_model);
+    s.ort_optimizer = PrepareOrtOptimizer(optimizer);
+    s.optimizer.emplace(std::move(optimizer), session_options);
+    if (s.ort_optimizer) {
+      s.BindOrtOptimizerModel();
+    } else {
+      s.BindOptimizerModel();
+    }
   }
 }
 
@@ -287,6 +396,10 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
     const std::string& name = fetches[i];
     if (auto it = s.state_updates.find(name); it != s.state_updates.end()) {
       CopyInto(s.values[it->second], results[i], name);
+    } else if (auto acc = s.accumulated_outputs.find(name); acc != s.accumulated_outputs.end()) {
+      CopyInto(s.gradients[acc->second], results[i], name);  // the graph already added or overwrote
+    } else if (s.accumulator_flags.count(name)) {
+      continue;
     } else if (EndsWith(name, kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
       Tensor& buffer = s.gradients[Strip(name, kGradSuffix)];
       if (s.reset_gradients) {
@@ -316,10 +429,11 @@ void TrainingSession::OptimizerStep() {
   Impl& s = *impl_;
   ET_CHECK(s.optimizer.has_value(), ErrorCode::kInvalidArgument, "OptimizerStep: this session has no optimizer model");
   s.CheckMaterialized("OptimizerStep");
+  if (s.ort_optimizer) return s.RunOrtOptimizer();
   OptimizerState& opt = *s.checkpoint().optimizer;
   std::map<std::string, Tensor> feeds;
-  feeds["learning_rate"] = Tensor::Scalar<float>(s.learning_rate);
-  feeds["step"] = Tensor::Scalar<int64_t>(opt.step);
+  feeds["learning_rate"] = ScalarFeed<float>(s.learning_rate, InputInfo(*s.optimizer, "learning_rate"));
+  feeds["step"] = ScalarFeed<int64_t>(opt.step, InputInfo(*s.optimizer, "step"));
   for (const auto& input : s.optimizer_inputs) feeds[input.name] = *input.value;
   std::vector<std::string> fetches;
   for (const auto& update : s.optimizer_updates) fetches.push_back(update.first);
