@@ -11,9 +11,10 @@ packages=(
   libdnnl-dev                                       # fast kernels
   libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev        # tests and benchmarks
-  pybind11-dev python3-dev                          # Python package
+  pybind11-dev python3-dev python3-pip python3-pytest  # Python package: build, offline pip install, tests
   libonnx-testdata                                  # oracle: ONNX backend node tests
   python3-torch python3-onnx python3-numpy          # oracle: PyTorch parity
+  libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
 )
 missing=()

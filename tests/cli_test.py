@@ -8,22 +8,15 @@ import tempfile
 
 import numpy as np
 
+from checks import expect, summary
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MLP = os.path.join(ROOT, "models", "mlp.onnx")
-failures = []
-checks = 0
 
 
 def run(*args):
     return subprocess.run([EDGETRAIN, *args], capture_output=True, text=True)
 
-
-def expect(name, condition, detail=""):
-    global checks
-    checks += 1
-    print(f"{'PASS' if condition else 'FAIL'} {name}" + (f": {detail}" if not condition else ""))
-    if not condition:
-        failures.append(name)
 
 
 def main():
@@ -95,8 +88,7 @@ def main():
         expect("a parameter both frozen and trainable is refused", r.returncode == 1 and
                "both as requires-grad and as frozen" in r.stderr, r.stderr)
 
-    print(f"cli: {checks - len(failures)} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    sys.exit(summary("cli"))
 
 
 if __name__ == "__main__":

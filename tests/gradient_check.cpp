@@ -8,6 +8,7 @@
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
+#include "test_util.hpp"
 
 namespace edgetrain::testing {
 
@@ -36,12 +37,7 @@ Model ForwardModel(const GradCase& row) {
     if (in.constant.defined()) {
       m.graph.initializers[InputName(i)] = in.constant;
     } else {
-      ValueInfo v;
-      v.name = InputName(i);
-      v.dtype = DataType::kFloat64;
-      v.has_shape = true;
-      for (int64_t d : in.shape) v.shape.push_back(Dim{d, ""});
-      m.graph.inputs.push_back(v);
+      m.graph.inputs.push_back(ValueInfoOf(InputName(i), DataType::kFloat64, in.shape));
     }
   }
   for (int k = 0; k < row.num_outputs; ++k) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "ir/graph.hpp"
 #include "onnx/proto.hpp"
 
 namespace edgetrain::testing {
@@ -22,6 +23,16 @@ namespace edgetrain::testing {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();                 \
     }                                                                                               \
   } while (0)
+
+// A tensor value of `dtype` and `shape`; a negative dim is the symbolic "batch".
+inline ValueInfo ValueInfoOf(const std::string& name, DataType dtype, const Shape& shape) {
+  ValueInfo info;
+  info.name = name;
+  info.dtype = dtype;
+  info.has_shape = true;
+  for (int64_t d : shape) info.shape.push_back(d < 0 ? Dim{-1, "batch"} : Dim{d, ""});
+  return info;
+}
 
 inline onnx::ValueInfoProto* AddValue(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list,
                                       const std::string& name, int elem_type, const std::vector<std::string>& dims) {

@@ -13,24 +13,17 @@ import tempfile
 import numpy as np
 import onnx
 
+from checks import expect, summary
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MLP = os.path.join(ROOT, "models", "mlp.onnx")
 FASHION = "/usr/share/datasets/fashion-mnist"
 TRAIN = [f"input={FASHION}/train-images-idx3-ubyte.gz", f"labels={FASHION}/train-labels-idx1-ubyte.gz"]
-failures = []
-checks = 0
 
 
 def run(*args):
     return subprocess.run([EDGETRAIN, *map(str, args)], capture_output=True, text=True)
 
-
-def expect(name, condition, detail=""):
-    global checks
-    checks += 1
-    print(f"{'PASS' if condition else 'FAIL'} {name}" + (f": {detail}" if not condition else ""))
-    if not condition:
-        failures.append(name)
 
 
 def expect_error(name, result, kind, *needles):
@@ -143,8 +136,7 @@ def main():
         r = run("predict", model, "--data", f"{tmp}/x.npy", "--labels", f"{tmp}/few.npy")
         expect_error("predict with too few labels", r, "InvalidArgument", "few.npy")
 
-    print(f"{checks - len(failures)}/{checks} checks passed")
-    return 1 if failures else 0
+    return summary("train_cli")
 
 
 if __name__ == "__main__":

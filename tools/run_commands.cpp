@@ -100,14 +100,14 @@ void AddRunCommands(CLI::App& app) {
   };
   auto options = std::make_shared<Options>();
   auto* run = app.add_subcommand("run", "Run a model on .npy inputs and write each output as .npy");
-  run->add_option("model", options->model, "ONNX model")->required();
+  run->add_option("model", options->model, "ONNX or ORT-format (.ort) model")->required();
   run->add_option("--input,-i", options->inputs, "NAME=FILE.npy, one per model input");
   run->add_option("--output-dir,-o", options->out_dir, "Directory for the output .npy files");
   run->add_option("--threads", options->threads, "Intra-op threads")->check(CLI::Range(1, 256));
   run->callback([options] { Run(options->model, options->inputs, options->out_dir, options->threads); });
 
   auto* inspect = app.add_subcommand("inspect", "Print a model's inputs, outputs, opsets, operators and parameters");
-  inspect->add_option("model", options->model, "ONNX model")->required();
+  inspect->add_option("model", options->model, "ONNX or ORT-format (.ort) model")->required();
   inspect->callback([options] { Inspect(options->model); });
 }
 

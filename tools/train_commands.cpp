@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "core/npy.hpp"
+#include "core/text.hpp"
 #include "dataset.hpp"
 #include "training/training_session.hpp"
 
@@ -26,29 +27,47 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-struct ArtifactFiles {
-  std::string training, eval, optimizer, checkpoint;
+// Where an artifact set's files are: DIR/PREFIX + the usual names (.onnx or ORT's .ort; ORT's
+// checkpoint.ckpt too), unless an option names a file explicitly.
+struct ArtifactLocation {
+  std::string dir, prefix, training_model, eval_model, optimizer_model;
+
+  void AddOptions(CLI::App* cmd, bool with_optimizer) {
+    cmd->add_option("dir", dir, "artifact directory (training, eval, optimizer models and checkpoint)")->required();
+    cmd->add_option("--prefix", prefix, "artifact file name prefix");
+    cmd->add_option("--training-model", training_model, "training model (default: DIR/training_model.onnx or .ort)");
+    cmd->add_option("--eval-model", eval_model, "eval model (default: DIR/eval_model.onnx or .ort)");
+    if (with_optimizer)
+      cmd->add_option("--optimizer-model", optimizer_model,
+                      "optimizer model (default: DIR/optimizer_model.onnx or .ort)");
+  }
 };
 
-ArtifactFiles FindArtifacts(const std::string& dir, const std::string& prefix) {
-  auto file = [&](const std::string& name) { return (fs::path(dir) / (prefix + name)).string(); };
-  ArtifactFiles files{file("training_model.onnx"), file("eval_model.onnx"), file("optimizer_model.onnx"),
-                      file("checkpoint")};
-  ET_CHECK(fs::is_directory(dir), ErrorCode::kIoError, "artifact directory '", dir, "' does not exist");
-  ET_CHECK(fs::exists(files.training), ErrorCode::kIoError, "artifact directory '", dir, "' has no ", prefix,
+struct ArtifactFiles {
+  std::string training, eval, optimizer, checkpoint;  // empty when absent
+};
+
+ArtifactFiles FindArtifacts(const ArtifactLocation& where) {
+  ET_CHECK(fs::is_directory(where.dir), ErrorCode::kIoError, "artifact directory '", where.dir, "' does not exist");
+  auto find = [&](const std::string& given, std::vector<std::string> names) -> std::string {
+    if (!given.empty()) {
+      ET_CHECK(fs::exists(given), ErrorCode::kIoError, "cannot open '", given, "': no such file");
+      return given;
+    }
+    for (const std::string& name : names)
+      if (auto path = fs::path(where.dir) / (where.prefix + name); fs::exists(path)) return path.string();
+    return "";
+  };
+  ArtifactFiles files{find(where.training_model, {"training_model.onnx", "training_model.ort"}),
+                      find(where.eval_model, {"eval_model.onnx", "eval_model.ort"}),
+                      find(where.optimizer_model, {"optimizer_model.onnx", "optimizer_model.ort"}),
+                      find("", {"checkpoint", "checkpoint.ckpt"})};
+  ET_CHECK(!files.training.empty(), ErrorCode::kIoError, "artifact directory '", where.dir, "' has no ", where.prefix,
            "training_model.onnx");
-  if (!fs::exists(files.eval)) files.eval.clear();
-  if (!fs::exists(files.optimizer)) files.optimizer.clear();
   return files;
 }
 
@@ -177,7 +196,8 @@ class Progress {
 };
 
 struct TrainOptions {
-  std::string dir, prefix, resume, checkpoint_out, metrics, scheduler = "none";
+  ArtifactLocation artifacts;
+  std::string resume, checkpoint_out, metrics, scheduler = "none";
   std::vector<std::string> data, eval_data;
   int64_t epochs = 1, batch_size = 64, limit = 0, warmup = 0, total_steps = 0, step_size = 1;
   std::optional<float> lr;
@@ -194,11 +214,14 @@ void RegisterScheduler(TrainingSession& session, const TrainOptions& o, int64_t 
 }
 
 void Train(const TrainOptions& o) {
-  ArtifactFiles files = FindArtifacts(o.dir, o.prefix);
-  ET_CHECK(!files.optimizer.empty(), ErrorCode::kIoError, "artifact directory '", o.dir, "' has no ", o.prefix,
-           "optimizer_model.onnx, which training needs");
-  ET_CHECK(o.eval_data.empty() || !files.eval.empty(), ErrorCode::kIoError, "artifact directory '", o.dir,
-           "' has no ", o.prefix, "eval_model.onnx, which --eval-data needs");
+  const ArtifactLocation& where = o.artifacts;
+  ArtifactFiles files = FindArtifacts(where);
+  ET_CHECK(!files.optimizer.empty(), ErrorCode::kIoError, "artifact directory '", where.dir, "' has no ",
+           where.prefix, "optimizer_model.onnx, which training needs");
+  ET_CHECK(o.eval_data.empty() || !files.eval.empty(), ErrorCode::kIoError, "artifact directory '", where.dir,
+           "' has no ", where.prefix, "eval_model.onnx, which --eval-data needs");
+  ET_CHECK(!o.resume.empty() || !files.checkpoint.empty(), ErrorCode::kIoError, "artifact directory '", where.dir,
+           "' has no ", where.prefix, "checkpoint");
   CheckpointState state = CheckpointState::Load(o.resume.empty() ? files.checkpoint : o.resume);
   TrainingSession session(state, files.training, files.eval, files.optimizer, {o.threads, o.seed});
 
@@ -267,16 +290,19 @@ void Train(const TrainOptions& o) {
 }
 
 struct EvalOptions {
-  std::string dir, prefix, checkpoint, out;
+  ArtifactLocation artifacts;
+  std::string checkpoint, out;
   std::vector<std::string> data, outputs;
   int64_t batch_size = 256;
   int threads = 1;
 };
 
 TrainingSession OpenForEval(const EvalOptions& o) {
-  ArtifactFiles files = FindArtifacts(o.dir, o.prefix);
-  ET_CHECK(!files.eval.empty(), ErrorCode::kIoError, "artifact directory '", o.dir, "' has no ", o.prefix,
-           "eval_model.onnx");
+  ArtifactFiles files = FindArtifacts(o.artifacts);
+  ET_CHECK(!files.eval.empty(), ErrorCode::kIoError, "artifact directory '", o.artifacts.dir, "' has no ",
+           o.artifacts.prefix, "eval_model.onnx");
+  ET_CHECK(!o.checkpoint.empty() || !files.checkpoint.empty(), ErrorCode::kIoError, "artifact directory '",
+           o.artifacts.dir, "' has no ", o.artifacts.prefix, "checkpoint");
   CheckpointState state = CheckpointState::Load(o.checkpoint.empty() ? files.checkpoint : o.checkpoint);
   return TrainingSession(state, files.training, files.eval, {}, {o.threads, 0});
 }
@@ -346,7 +372,7 @@ void Predict(const PredictOptions& o) {
 void AddTrainCommands(CLI::App& app) {
   auto t = std::make_shared<TrainOptions>();
   auto* train = app.add_subcommand("train", "Train an artifact set on data files (IDX or .npy)");
-  train->add_option("dir", t->dir, "artifact directory (training, eval, optimizer models and checkpoint)")->required();
+  t->artifacts.AddOptions(train, true);
   train->add_option("--data", t->data, "NAME=FILE (or FILE, in input order) per training input")->required();
   train->add_option("--eval-data", t->eval_data, "NAME=FILE per eval input; evaluated after each epoch");
   train->add_option("--epochs", t->epochs, "epochs to train in this run")->check(CLI::PositiveNumber);
@@ -365,26 +391,23 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--checkpoint-out", t->checkpoint_out, "checkpoint written after each epoch (with optimizer state)");
   train->add_option("--resume", t->resume, "continue from this checkpoint (its epoch count and optimizer state)");
   train->add_option("--metrics", t->metrics, "append one CSV row per epoch to this file");
-  train->add_option("--prefix", t->prefix, "artifact file name prefix");
   train->callback([t] { Train(*t); });
 
   auto e = std::make_shared<EvalOptions>();
   auto* eval = app.add_subcommand("eval", "Evaluate an artifact set's eval model on data files");
-  eval->add_option("dir", e->dir, "artifact directory")->required();
+  e->artifacts.AddOptions(eval, false);
   eval->add_option("--data", e->data, "NAME=FILE (or FILE, in input order) per eval input")->required();
   eval->add_option("--checkpoint", e->checkpoint, "checkpoint (default: the directory's)");
   eval->add_option("--batch-size", e->batch_size, "samples per step")->check(CLI::PositiveNumber);
   eval->add_option("--threads", e->threads, "intra-op threads")->check(CLI::Range(1, 256));
-  eval->add_option("--prefix", e->prefix, "artifact file name prefix");
   eval->callback([e] { Eval(*e); });
 
   auto x = std::make_shared<EvalOptions>();
   auto* exp = app.add_subcommand("export", "Write an inference ONNX model with a checkpoint's weights");
-  exp->add_option("dir", x->dir, "artifact directory")->required();
+  x->artifacts.AddOptions(exp, false);
   exp->add_option("--checkpoint", x->checkpoint, "checkpoint (default: the directory's)");
   exp->add_option("--out,-o", x->out, "inference model to write")->required();
   exp->add_option("--output", x->outputs, "model outputs to keep (default: the eval outputs after the loss)");
-  exp->add_option("--prefix", x->prefix, "artifact file name prefix");
   exp->callback([x] { Export(*x); });
 
   auto p = std::make_shared<PredictOptions>();

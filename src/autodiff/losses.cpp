@@ -67,19 +67,26 @@ bool IsGraphValue(const Graph& graph, const std::string& value) {
   return false;
 }
 
-// What is statically known of a prediction: element type (kUndefined when unknown) and shape.
-ValueInfo DescribePrediction(const Graph& graph, const std::string& prediction) {
-  ET_CHECK(IsGraphValue(graph, prediction), ErrorCode::kInvalidArgument, "loss: prediction '", prediction,
+// What is statically known of a value: element type (kUndefined when unknown) and shape.
+ValueInfo DescribeValue(const Graph& graph, const std::string& value) {
+  ET_CHECK(IsGraphValue(graph, value), ErrorCode::kInvalidArgument, "loss: '", value,
            "' is not a value of the graph (not an input, initializer or node output)");
   ValueInfo info;
-  if (const ValueInfo* known = graph.FindValueInfo(prediction)) {
+  if (const ValueInfo* known = graph.FindValueInfo(value)) {
     info = *known;
-  } else if (auto it = graph.initializers.find(prediction); it != graph.initializers.end()) {
+  } else if (auto it = graph.initializers.find(value); it != graph.initializers.end()) {
     info.dtype = it->second.dtype();
     info.has_shape = true;
     for (int64_t d : it->second.shape()) info.shape.push_back(Dim{d, ""});
   }
-  info.name = prediction;
+  info.name = value;
+  return info;
+}
+
+ValueInfo DescribePrediction(const Graph& graph, const std::string& prediction) {
+  ET_CHECK(IsGraphValue(graph, prediction), ErrorCode::kInvalidArgument, "loss: prediction '", prediction,
+           "' is not a value of the graph (not an input, initializer or node output)");
+  ValueInfo info = DescribeValue(graph, prediction);
   ET_CHECK(info.dtype == DataType::kUndefined || IsFloatType(info.dtype), ErrorCode::kInvalidArgument,
            "loss: prediction '", prediction, "' must be a float tensor, got ", DataTypeName(info.dtype));
   return info;
@@ -121,6 +128,19 @@ class LossBuilder {
   }
   bool IsFree(const std::string& name) const { return !used_.count(name); }
   void Reserve(const std::string& name) { used_.insert(name); }
+
+  // The next loss target: `name` (an existing value is used as it is), or a new input named from its stem.
+  void RequestTarget(std::string name) { requested_target_ = std::move(name); }
+  // The target input `info` describes, named `stem` (made unique) unless a target was requested.
+  std::string AddTarget(ValueInfo info, const std::string& stem) {
+    std::string requested = std::exchange(requested_target_, "");
+    if (!requested.empty() && IsGraphValue(graph_, requested)) return requested;
+    ET_CHECK(requested.empty() || IsFree(requested), ErrorCode::kInvalidArgument, "loss: target name '", requested,
+             "' is already a name in the model");
+    info.name = requested.empty() ? FreshName(stem) : requested;
+    AddInput(info);
+    return info.name;
+  }
 
   std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
                  std::map<std::string, Attribute> attributes = {}, std::string output = "") {
@@ -169,7 +189,10 @@ class LossBuilder {
   AppendedLoss& result_;
   std::set<std::string> used_;
   std::map<double, std::string> scalars_;
+  std::string requested_target_;
 };
+
+void AppendBuiltIn(LossBuilder& b, const LossSpec& spec, const ValueInfo& prediction, const std::string& output);
 
 class ComposerOnBuilder final : public LossComposer {
  public:
@@ -201,6 +224,16 @@ class ComposerOnBuilder final : public LossComposer {
                  std::map<std::string, Attribute> attributes) override {
     return b_.Op(op_type, inputs, std::move(attributes));
   }
+  ValueInfo Describe(const std::string& value) const override { return DescribeValue(b_.graph(), value); }
+  std::string Loss(const LossSpec& spec, const std::string& prediction, const std::string& target_name) override {
+    ET_CHECK(spec.type != LossType::kCustom, ErrorCode::kInvalidArgument,
+             "custom loss: a loss composed inside it must be a built-in one");
+    ValueInfo info = DescribePrediction(b_.graph(), prediction);
+    b_.RequestTarget(target_name);
+    std::string loss = b_.FreshName(LossTypeName(spec.type) + "_loss");
+    AppendBuiltIn(b_, spec, info, loss);
+    return loss;
+  }
 
  private:
   LossBuilder& b_;
@@ -212,10 +245,8 @@ std::string ReductionName(Reduction reduction) { return reduction == Reduction::
 // A target input with the prediction's type and shape, named "<prediction>_target".
 std::string AddRegressionTarget(LossBuilder& b, const ValueInfo& prediction) {
   ValueInfo target = prediction;
-  target.name = b.FreshName(prediction.name + "_target");
   if (target.dtype == DataType::kUndefined) target.dtype = b.dtype();
-  b.AddInput(target);
-  return target.name;
+  return b.AddTarget(target, prediction.name + "_target");
 }
 
 // Classification scores [N, C, d...] take labels [N, d...] of the label type, named "labels".
@@ -223,7 +254,6 @@ std::string AddLabels(LossBuilder& b, const ValueInfo& prediction, const LossSpe
   ET_CHECK(spec.label_type == DataType::kInt64 || spec.label_type == DataType::kInt32, ErrorCode::kInvalidArgument,
            loss, " loss: labels must be int64 or int32, got ", DataTypeName(spec.label_type));
   ValueInfo labels;
-  labels.name = b.FreshName("labels");
   labels.dtype = spec.label_type;
   labels.has_shape = prediction.has_shape;
   if (prediction.has_shape) {
@@ -232,8 +262,7 @@ std::string AddLabels(LossBuilder& b, const ValueInfo& prediction, const LossSpe
     labels.shape.push_back(prediction.shape[0]);
     labels.shape.insert(labels.shape.end(), prediction.shape.begin() + 2, prediction.shape.end());
   }
-  b.AddInput(labels);
-  return labels.name;
+  return b.AddTarget(labels, "labels");
 }
 
 std::string AppendClassification(LossBuilder& b, const ValueInfo& prediction, const LossSpec& spec,
@@ -426,6 +455,36 @@ std::string AppendCustom(LossBuilder& b, const std::vector<ValueInfo>& predictio
   return output;
 }
 
+void AppendBuiltIn(LossBuilder& b, const LossSpec& spec, const ValueInfo& prediction, const std::string& output) {
+  if (spec.type == LossType::kHuber)
+    ET_CHECK(spec.delta > 0, ErrorCode::kInvalidArgument, "huber loss: delta must be > 0, got ", spec.delta);
+  if (spec.type == LossType::kSmoothL1)
+    ET_CHECK(spec.delta >= 0, ErrorCode::kInvalidArgument, "smooth_l1 loss: beta must be >= 0, got ", spec.delta);
+  switch (spec.type) {
+    case LossType::kMSE: {
+      std::string diff = b.Op("Sub", {prediction.name, AddRegressionTarget(b, prediction)});
+      b.Reduce(b.Op("Mul", {diff, diff}), spec.reduction, output);
+      break;
+    }
+    case LossType::kL1:
+      b.Reduce(b.Op("Abs", {b.Op("Sub", {prediction.name, AddRegressionTarget(b, prediction)})}), spec.reduction,
+               output);
+      break;
+    case LossType::kCrossEntropy: AppendClassification(b, prediction, spec, "SoftmaxCrossEntropyLoss", output); break;
+    case LossType::kNLL: AppendClassification(b, prediction, spec, "NegativeLogLikelihoodLoss", output); break;
+    case LossType::kBCEWithLogits: AppendBCEWithLogits(b, prediction, spec, output); break;
+    case LossType::kHuber:
+    case LossType::kSmoothL1: AppendHuber(b, prediction, spec, output); break;
+    case LossType::kKLDiv: AppendKLDiv(b, prediction, spec, output); break;
+    case LossType::kCustom: Fail(ErrorCode::kInternal, "AppendBuiltIn: a custom loss is not built in");
+  }
+  ValueInfo loss_info;
+  loss_info.name = output;
+  loss_info.dtype = prediction.dtype == DataType::kUndefined ? b.dtype() : prediction.dtype;
+  loss_info.has_shape = true;
+  b.graph().value_info[output] = loss_info;
+}
+
 }  // namespace
 
 LossType ParseLossType(const std::string& name) {
@@ -453,49 +512,19 @@ AppendedLoss AppendLoss(Graph& graph, const LossSpec& spec, const std::vector<st
   const ValueInfo& prediction = infos[0];
   const DataType dtype = prediction.dtype == DataType::kUndefined ? DataType::kFloat32 : prediction.dtype;
 
-  // Validated before anything is appended, so that a failed call leaves the graph as it was.
-  if (spec.type == LossType::kHuber)
-    ET_CHECK(spec.delta > 0, ErrorCode::kInvalidArgument, "huber loss: delta must be > 0, got ", spec.delta);
-  if (spec.type == LossType::kSmoothL1)
-    ET_CHECK(spec.delta >= 0, ErrorCode::kInvalidArgument, "smooth_l1 loss: beta must be >= 0, got ", spec.delta);
+  // Built on a copy, so that a failed call leaves the graph as it was.
   Graph appended = graph;
   AppendedLoss result;
   LossBuilder b(appended, loss_name + "_loss/", dtype, result);
   result.loss = b.FreshName("loss");
-  switch (spec.type) {
-    case LossType::kMSE: {
-      std::string diff = b.Op("Sub", {prediction.name, AddRegressionTarget(b, prediction)});
-      b.Reduce(b.Op("Mul", {diff, diff}), spec.reduction, result.loss);
-      break;
-    }
-    case LossType::kL1:
-      b.Reduce(b.Op("Abs", {b.Op("Sub", {prediction.name, AddRegressionTarget(b, prediction)})}), spec.reduction,
-               result.loss);
-      break;
-    case LossType::kCrossEntropy:
-      AppendClassification(b, prediction, spec, "SoftmaxCrossEntropyLoss", result.loss);
-      break;
-    case LossType::kNLL: AppendClassification(b, prediction, spec, "NegativeLogLikelihoodLoss", result.loss); break;
-    case LossType::kBCEWithLogits: AppendBCEWithLogits(b, prediction, spec, result.loss); break;
-    case LossType::kHuber:
-    case LossType::kSmoothL1: AppendHuber(b, prediction, spec, result.loss); break;
-    case LossType::kKLDiv: AppendKLDiv(b, prediction, spec, result.loss); break;
-    case LossType::kCustom:
-      if (spec.compose) {
-        ComposerOnBuilder composer(b, predictions);
-        std::string value = spec.compose(composer);
-        b.Op("Identity", {value}, {}, result.loss);
-      } else {
-        AppendCustom(b, infos, spec, result.loss);
-      }
-      break;
-  }
   if (spec.type != LossType::kCustom) {
-    ValueInfo loss_info;
-    loss_info.name = result.loss;
-    loss_info.dtype = dtype;
-    loss_info.has_shape = true;
-    appended.value_info[result.loss] = loss_info;
+    AppendBuiltIn(b, spec, prediction, result.loss);
+  } else if (spec.compose) {
+    ComposerOnBuilder composer(b, predictions);
+    std::string value = spec.compose(composer);
+    b.Op("Identity", {value}, {}, result.loss);
+  } else {
+    AppendCustom(b, infos, spec, result.loss);
   }
   graph = std::move(appended);
   return result;

@@ -10,6 +10,8 @@
 
 namespace edgetrain {
 
+struct LossSpec;
+
 // Composes a loss from ONNX operators in C++ (the role of ORT's onnxblock): set LossSpec::compose
 // and AppendLoss hands it the predictions; the value it returns is the loss.
 class LossComposer {
@@ -22,6 +24,11 @@ class LossComposer {
   virtual std::string Constant(const Tensor& value) = 0;
   virtual std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
                          std::map<std::string, Attribute> attributes = {}) = 0;
+  // What is statically known of a value of the graph (dtype kUndefined, has_shape false when unknown).
+  virtual ValueInfo Describe(const std::string& value) const = 0;
+  // Appends the built-in loss `spec` (any type but kCustom) of `prediction` and returns its value. Its target
+  // is `target_name`: an existing value as it is, else a new input of that name; empty: named as AppendLoss does.
+  virtual std::string Loss(const LossSpec& spec, const std::string& prediction, const std::string& target_name) = 0;
 };
 
 enum class LossType { kMSE, kCrossEntropy, kBCEWithLogits, kL1, kHuber, kSmoothL1, kNLL, kKLDiv, kCustom };

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "onnx/ort_format.hpp"
 #include "onnx/proto.hpp"
 
 namespace edgetrain {
@@ -252,8 +253,10 @@ onnx::ModelProto ShapeInferenceSafeCopy(const onnx::ModelProto& proto) {
   return copy;
 }
 
-Model ImportProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
-                  const ImportOptions& options) {
+}  // namespace
+
+Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
+                                   const ImportOptions& options) {
   ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
            "' is not a valid ONNX model: it has no graph (truncated or corrupt file?)");
   ImportContext ctx{source, base_dir, &options, {}, {}, {}, 0};
@@ -286,20 +289,19 @@ Model ImportProto(onnx::ModelProto& proto, const std::string& source, const std:
     } catch (const std::exception&) {
       // Inference is best effort: kernels compute shapes at run time anyway.
     }
-    CollectInferredTypes(proto.graph(), ctx);
   }
+  CollectInferredTypes(proto.graph(), ctx);
   model.graph = ConvertGraph(proto.graph(), ctx);
   return model;
 }
 
-}  // namespace
-
 Model LoadModelFromBuffer(const void* data, size_t size, const std::string& source, const std::string& base_dir,
                           const ImportOptions& options) {
+  if (IsOrtFormatModel(data, size)) return LoadOrtFormatModel(data, size, source, options);
   onnx::ModelProto proto;
   ET_CHECK(size <= static_cast<size_t>(INT32_MAX) && proto.ParseFromArray(data, static_cast<int>(size)),
            ErrorCode::kInvalidModel, "'", source, "' is not a valid ONNX model (truncated or corrupt protobuf)");
-  return ImportProto(proto, source, base_dir, options);
+  return onnx_proto::ImportModelProto(proto, source, base_dir, options);
 }
 
 Model LoadModel(const std::string& path, const ImportOptions& options) {
@@ -309,6 +311,8 @@ Model LoadModel(const std::string& path, const ImportOptions& options) {
   file.seekg(0);
   file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ET_CHECK(!bytes.empty(), ErrorCode::kInvalidModel, "'", path, "' is empty, not an ONNX model");
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".ort") == 0)  // as ONNX Runtime does: by extension too
+    return LoadOrtFormatModel(bytes.data(), bytes.size(), path, options);
   size_t slash = path.find_last_of('/');
   std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
   return LoadModelFromBuffer(bytes.data(), bytes.size(), path, base_dir, options);

@@ -1,6 +1,7 @@
 // ONNX model file -> our IR. Handles opset imports, initializers (with external data), Constant
 // nodes as initializers, model-local functions and ONNX function ops without a kernel (inlined),
-// subgraphs, and ONNX shape inference for value types.
+// subgraphs, and ONNX shape inference for value types. ONNX Runtime's .ort flatbuffer models are
+// recognized by their file identifier (or extension) and read too (see ort_format.hpp).
 #pragma once
 
 #include <functional>

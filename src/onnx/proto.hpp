@@ -10,7 +10,16 @@
 #include "core/tensor.hpp"
 #include "ir/graph.hpp"
 
+namespace edgetrain {
+struct ImportOptions;
+}
+
 namespace edgetrain::onnx_proto {
+
+// The importer's pipeline on a parsed model: opset upgrade, function inlining, shape inference and
+// conversion to our IR. `proto` is modified on the way.
+Model ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
+                       const ImportOptions& options);
 
 // `base_dir` resolves external data; `what` names the tensor in errors ("initializer 'w' in m.onnx").
 Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);

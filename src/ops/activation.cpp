@@ -5,10 +5,12 @@
 #include <memory>
 #include <type_traits>
 
+#include "ops/activation_util.hpp"
 #include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -23,27 +25,16 @@ using elementwise::VisitNumericMath;
 template <typename Tag>
 using TagType = typename Tag::type;
 
-// make_fn(ctx) reads the attributes once and returns the element function (a generic lambda).
-template <typename MakeFn>
-void RegisterFloatActivation(OpRegistry& r, const std::string& op, MakeFn make_fn) {
-  RegisterOnnx(r, op, [make_fn](KernelContext& ctx) { FloatUnary(ctx, make_fn(ctx)); });
-}
-
 double FloatAttr(const KernelContext& ctx, const char* name, double fallback) {
   return ctx.node().GetFloat(name, static_cast<float>(fallback));
 }
 
-template <typename C>
-C Sigmoid(C x) {
-  // Split by sign so exp never overflows.
-  if (x >= 0) return C{1} / (C{1} + std::exp(-x));
-  C e = std::exp(x);
-  return e / (C{1} + e);
-}
-
-template <typename C>
-C Softplus(C x) {
-  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+// A float activation whose element function and attribute defaults activation_util.hpp holds.
+void RegisterFloatActivation(OpRegistry& r, const std::string& op) {
+  RegisterOnnx(r, op, [op](KernelContext& ctx) {
+    const ActivationAttr attr = [&ctx](const char* name, double fallback) { return FloatAttr(ctx, name, fallback); };
+    VisitActivation(op, attr, [&](auto element) { FloatUnary(ctx, element); });
+  });
 }
 
 // Y = X < 0 ? slope * X : X, slope broadcast to X's shape (unidirectionally).
@@ -95,10 +86,6 @@ FunctionBuilder BackwardFunction(const std::string& name) {
   return f;
 }
 
-// ReluGrad: dX = Y > 0 ? dY : 0
-void ReluGradKernel(KernelContext& ctx) {
-  FusedBackward(ctx, [](auto dy, auto y) { return y > decltype(y){0} ? dy : decltype(y){0}; });
-}
 std::shared_ptr<const FunctionDef> ReluGradFunction() {
   FunctionBuilder f = BackwardFunction("ReluGrad");
   f.Op("Greater", {"Y", "zero"}, "positive");
@@ -106,10 +93,6 @@ std::shared_ptr<const FunctionDef> ReluGradFunction() {
   return f.Build();
 }
 
-// SigmoidGrad: dX = dY * Y * (1 - Y)
-void SigmoidGradKernel(KernelContext& ctx) {
-  FusedBackward(ctx, [](auto dy, auto y) { return dy * y * (decltype(y){1} - y); });
-}
 std::shared_ptr<const FunctionDef> SigmoidGradFunction() {
   FunctionBuilder f = BackwardFunction("SigmoidGrad");
   f.Op("Mul", {"dY", "Y"}, "dy_y");
@@ -118,10 +101,6 @@ std::shared_ptr<const FunctionDef> SigmoidGradFunction() {
   return f.Build();
 }
 
-// TanhGrad: dX = dY * (1 - Y^2)
-void TanhGradKernel(KernelContext& ctx) {
-  FusedBackward(ctx, [](auto dy, auto y) { return dy * (decltype(y){1} - y * y); });
-}
 std::shared_ptr<const FunctionDef> TanhGradFunction() {
   FunctionBuilder f = BackwardFunction("TanhGrad");
   f.Op("Mul", {"Y", "Y"}, "y_squared");
@@ -222,65 +201,43 @@ void PReluGradient(GradientContext& g) {
 
 }  // namespace
 
+// ReluGrad: dX = Y > 0 ? dY : 0
+void ReluGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return y > decltype(y){0} ? dy : decltype(y){0}; });
+}
+
+// SigmoidGrad: dX = dY * Y * (1 - Y)
+void SigmoidGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return dy * y * (decltype(y){1} - y); });
+}
+
+// TanhGrad: dX = dY * (1 - Y^2)
+void TanhGradKernel(KernelContext& ctx) {
+  FusedBackward(ctx, [](auto dy, auto y) { return dy * (decltype(y){1} - y * y); });
+}
+
 void RegisterActivationOps(OpRegistry& r) {
   RegisterOnnx(r, "Relu", [](KernelContext& ctx) {
     NumericUnary(ctx, [](auto x) { return x > decltype(x){0} ? x : decltype(x){0}; });
   });
   r.SetGradient("Relu", ReluGradient);
-  RegisterFloatActivation(r, "LeakyRelu", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 0.01)](auto x) {
-      return x < 0 ? static_cast<decltype(x)>(alpha) * x : x;
-    };
-  });
+  RegisterFloatActivation(r, "LeakyRelu");
   r.SetGradient("LeakyRelu", LeakyReluGradient);
-  RegisterFloatActivation(r, "Elu", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 1.0)](auto x) {
-      using C = decltype(x);
-      return x < 0 ? static_cast<C>(alpha) * (std::exp(x) - C{1}) : x;
-    };
-  });
+  RegisterFloatActivation(r, "Elu");
   r.SetGradient("Elu", EluGradient);
-  RegisterFloatActivation(r, "Celu", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 1.0)](auto x) {
-      using C = decltype(x);
-      const C a = static_cast<C>(alpha);
-      return std::max(C{0}, x) + std::min(C{0}, a * (std::exp(x / a) - C{1}));
-    };
-  });
-  RegisterFloatActivation(r, "Selu", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 1.67326319217681884765625),
-            gamma = FloatAttr(ctx, "gamma", 1.05070102214813232421875)](auto x) {
-      using C = decltype(x);
-      return static_cast<C>(gamma) * (x > 0 ? x : static_cast<C>(alpha) * (std::exp(x) - C{1}));
-    };
-  });
+  RegisterFloatActivation(r, "Celu");
+  RegisterFloatActivation(r, "Selu");
   r.SetGradient("Selu", SeluGradient);
-  RegisterFloatActivation(r, "Sigmoid", [](const KernelContext&) { return [](auto x) { return Sigmoid(x); }; });
+  RegisterFloatActivation(r, "Sigmoid");
   r.SetGradient("Sigmoid", SigmoidGradient);
-  RegisterFloatActivation(r, "HardSigmoid", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 0.2), beta = FloatAttr(ctx, "beta", 0.5)](auto x) {
-      using C = decltype(x);
-      return std::clamp(static_cast<C>(alpha) * x + static_cast<C>(beta), C{0}, C{1});
-    };
-  });
+  RegisterFloatActivation(r, "HardSigmoid");
   r.SetGradient("HardSigmoid", HardSigmoidGradient);
-  RegisterFloatActivation(r, "HardSwish", [](const KernelContext&) {
-    return [](auto x) {
-      using C = decltype(x);
-      return x * std::clamp(x / C{6} + C{0.5}, C{0}, C{1});
-    };
-  });
+  RegisterFloatActivation(r, "HardSwish");
   r.SetGradient("HardSwish", HardSwishGradient);
-  RegisterFloatActivation(r, "Softplus", [](const KernelContext&) { return [](auto x) { return Softplus(x); }; });
+  RegisterFloatActivation(r, "Softplus");
   r.SetGradient("Softplus", SoftplusGradient);
-  RegisterFloatActivation(r, "Softsign", [](const KernelContext&) {
-    return [](auto x) { return x / (decltype(x){1} + std::abs(x)); };
-  });
-  RegisterFloatActivation(r, "ThresholdedRelu", [](const KernelContext& ctx) {
-    return [alpha = FloatAttr(ctx, "alpha", 1.0)](auto x) {
-      return x > static_cast<decltype(x)>(alpha) ? x : decltype(x){0};
-    };
-  });
+  RegisterFloatActivation(r, "Softsign");
+  RegisterFloatActivation(r, "ThresholdedRelu");
   RegisterOnnx(r, "Shrink", [](KernelContext& ctx) {
     NumericUnary(ctx, [bias = FloatAttr(ctx, "bias", 0.0), lambd = FloatAttr(ctx, "lambd", 0.5)](auto x) {
       using C = decltype(x);

@@ -12,6 +12,7 @@
 #include "ops/gemm.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -555,6 +556,8 @@ void ConvBiasGradient(ThreadPool& threads, int64_t batch, int64_t channels, int6
                       });
 }
 
+}  // namespace
+
 // ai.edgetrain.ConvGrad(dY, X, W) -> (dX, dW, dB), attributes as Conv's. Outputs that are not
 // requested are not computed.
 void ConvGradKernel(KernelContext& ctx) {
@@ -579,6 +582,8 @@ void ConvGradKernel(KernelContext& ctx) {
     }
   });
 }
+
+namespace {
 
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
 

@@ -9,6 +9,7 @@
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -216,18 +217,21 @@ void ScatterInto(const KernelContext& ctx, Tensor& out, const Tensor& updates, c
   });
 }
 
-void ScatterElements(KernelContext& ctx) {
-  const Tensor& data = ctx.Input(0);
-  const Tensor& indices = ctx.Input(1);
-  const Tensor& updates = ctx.Input(2);
+// out (op)= updates at the positions GatherElements along `axis` would read with `indices`.
+void ScatterAlongAxis(const KernelContext& ctx, Tensor& out, const Tensor& indices, const Tensor& updates, int64_t axis,
+                      Reduction reduction) {
   ET_CHECK(updates.shape() == indices.shape(), ErrorCode::kInvalidArgument, What(ctx), ": updates shape ",
            ShapeToString(updates.shape()), " differs from indices shape ", ShapeToString(indices.shape()));
+  ScatterInto(ctx, out, updates, AxisElementOffsets(ctx, out.shape(), indices, axis), 1, reduction);
+}
+
+void ScatterElements(KernelContext& ctx) {
+  const Tensor& data = ctx.Input(0);
   const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), static_cast<int64_t>(data.rank()), What(ctx));
   const Reduction reduction = ParseReduction(ctx);
-  const std::vector<int64_t> offsets = AxisElementOffsets(ctx, data.shape(), indices, axis);
   Tensor& out = ctx.Output(0, data.shape(), data.dtype());
   if (data.nbytes() && out.raw() != data.raw()) std::memcpy(out.raw(), data.raw(), data.nbytes());
-  ScatterInto(ctx, out, updates, offsets, 1, reduction);
+  ScatterAlongAxis(ctx, out, ctx.Input(1), ctx.Input(2), axis, reduction);
 }
 
 void ScatterND(KernelContext& ctx) {
@@ -711,12 +715,15 @@ void Upsample(KernelContext& ctx) {
 
 // ---- Gradient rules ----
 
-// ai.edgetrain.GatherGrad(dY, indices, data_shape; axis): zeros of data_shape with the rows of dY
-// added at the gathered indices (repeated indices accumulate).
-void GatherGradKernel(KernelContext& ctx) {
-  const Tensor& dy = ctx.Input(0);
-  const Tensor& indices = ctx.Input(1);
-  const Shape data_shape = ctx.Input(2).ToInt64Vector();
+}  // namespace
+
+void ScatterAddElements(const KernelContext& ctx, Tensor& out, const Tensor& indices, const Tensor& updates,
+                        int64_t axis) {
+  ScatterAlongAxis(ctx, out, indices, updates, axis, Reduction::kAdd);
+}
+
+// Zeros of data_shape with the rows of dY added at the gathered indices (repeated indices accumulate).
+void GatherBackward(KernelContext& ctx, const Tensor& dy, const Tensor& indices, const Shape& data_shape) {
   const int64_t rank = static_cast<int64_t>(data_shape.size());
   ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, What(ctx), ": data must have rank >= 1");
   const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", 0), rank, What(ctx));
@@ -748,6 +755,13 @@ void GatherGradKernel(KernelContext& ctx) {
       }
     });
   });
+}
+
+namespace {
+
+// ai.edgetrain.GatherGrad(dY, indices, data_shape; axis)
+void GatherGradKernel(KernelContext& ctx) {
+  GatherBackward(ctx, ctx.Input(0), ctx.Input(1), ctx.Input(2).ToInt64Vector());
 }
 
 // GatherGrad in standard ONNX ops: view data as [outer, size, inner] and dY as [outer, count, inner],

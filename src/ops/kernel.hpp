@@ -68,6 +68,13 @@ class KernelContext {
   // visible to it. Returns its outputs in order.
   virtual std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) = 0;
 
+  // What the graph declares (or shape inference found) for output i; nullptr when nothing is known.
+  // For ops whose inputs do not determine an output's shape (ORT's MaxPoolGrad).
+  virtual const ValueInfo* DeclaredOutput(size_t i) const {
+    (void)i;
+    return nullptr;
+  }
+
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
   std::optional<std::vector<int64_t>> IntsFromInputOrAttr(size_t index, const std::string& attr) const;

@@ -4,32 +4,25 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 #include "ops/softmax_util.hpp"
 
 namespace edgetrain {
-namespace {
 
-enum class Reduction { kNone, kSum, kMean };
-
-Reduction ParseReduction(const Node& node) {
+LossReduction ParseLossReduction(const Node& node) {
   const std::string value = node.GetString("reduction", "mean");
-  if (value == "none") return Reduction::kNone;
-  if (value == "sum") return Reduction::kSum;
-  if (value == "mean") return Reduction::kMean;
+  if (value == "none") return LossReduction::kNone;
+  if (value == "sum") return LossReduction::kSum;
+  if (value == "mean") return LossReduction::kMean;
   Fail(ErrorCode::kNotImplemented, node.Describe(), ": reduction '", value, "' is not supported (none/sum/mean)");
 }
-
-// Validated problem geometry: N samples, C classes, D positions per sample (product of d1, ...).
-struct LossGeometry {
-  int64_t batch = 0, classes = 0, positions = 1;
-  Shape per_position_shape;  // [N, d1, ...]: the labels' shape and the 'none' output shape
-};
 
 LossGeometry CheckLossInputs(const KernelContext& ctx, const Tensor& scores, const Tensor& labels,
                              const Tensor* weights) {
@@ -58,14 +51,21 @@ LossGeometry CheckLossInputs(const KernelContext& ctx, const Tensor& scores, con
   return g;
 }
 
+std::optional<int64_t> IgnoreIndexAttribute(const Node& node) {
+  if (!node.HasAttr("ignore_index")) return std::nullopt;
+  return node.GetInt("ignore_index", 0);
+}
+
+namespace {
+
 // NLL over log-probabilities `log_prob` laid out [N, C, D]; writes output 0.
 template <typename T>
 void NllFromLogProb(KernelContext& ctx, const LossGeometry& g, const T* log_prob, const Tensor& labels_tensor,
-                    const Tensor* weights_tensor) {
+                    const Tensor* weights_tensor, std::optional<int64_t> ignore) {
   const Node& node = ctx.node();
-  const Reduction reduction = ParseReduction(node);
-  const bool has_ignore = node.HasAttr("ignore_index");
-  const int64_t ignore_index = node.GetInt("ignore_index", 0);
+  const LossReduction reduction = ParseLossReduction(node);
+  const bool has_ignore = ignore.has_value();
+  const int64_t ignore_index = ignore.value_or(0);
   const std::vector<int64_t> labels = labels_tensor.ToInt64Vector();
   for (int64_t label : labels) {
     if (has_ignore && label == ignore_index) continue;
@@ -74,8 +74,8 @@ void NllFromLogProb(KernelContext& ctx, const LossGeometry& g, const T* log_prob
   }
   const T* weights = weights_tensor != nullptr ? weights_tensor->data<T>() : nullptr;
 
-  Tensor& out = ctx.Output(0, reduction == Reduction::kNone ? g.per_position_shape : Shape{}, DataTypeOf<T>());
-  T* per_position = reduction == Reduction::kNone ? out.data<T>() : nullptr;
+  Tensor& out = ctx.Output(0, reduction == LossReduction::kNone ? g.per_position_shape : Shape{}, DataTypeOf<T>());
+  T* per_position = reduction == LossReduction::kNone ? out.data<T>() : nullptr;
   double loss_sum = 0.0, weight_sum = 0.0;
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t d = 0; d < g.positions; ++d) {
@@ -90,8 +90,8 @@ void NllFromLogProb(KernelContext& ctx, const LossGeometry& g, const T* log_prob
       weight_sum += weight;
     }
   }
-  if (reduction == Reduction::kSum) out.data<T>()[0] = static_cast<T>(loss_sum);
-  if (reduction == Reduction::kMean) out.data<T>()[0] = static_cast<T>(loss_sum / weight_sum);
+  if (reduction == LossReduction::kSum) out.data<T>()[0] = static_cast<T>(loss_sum);
+  if (reduction == LossReduction::kMean) out.data<T>()[0] = static_cast<T>(loss_sum / weight_sum);
 }
 
 void NegativeLogLikelihoodLossKernel(KernelContext& ctx) {
@@ -101,16 +101,18 @@ void NegativeLogLikelihoodLossKernel(KernelContext& ctx) {
   const LossGeometry g = CheckLossInputs(ctx, input, labels, weights);
   VisitFloat(input.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    NllFromLogProb<T>(ctx, g, input.data<T>(), labels, weights);
+    NllFromLogProb<T>(ctx, g, input.data<T>(), labels, weights, IgnoreIndexAttribute(ctx.node()));
   });
 }
 
-void SoftmaxCrossEntropyLossKernel(KernelContext& ctx) {
+}  // namespace
+
+void SoftmaxCrossEntropyLossForward(KernelContext& ctx, std::optional<int64_t> ignore_index) {
   const Tensor& scores = ctx.Input(0);
   const Tensor& labels = ctx.Input(1);
   const Tensor* weights = ctx.HasInput(2) ? &ctx.Input(2) : nullptr;
   const LossGeometry g = CheckLossInputs(ctx, scores, labels, weights);
-  ParseReduction(ctx.node());  // validate before computing anything
+  ParseLossReduction(ctx.node());  // validate before computing anything
   Tensor log_prob_scratch;
   Tensor* log_prob = nullptr;
   if (ctx.HasOutput(1)) {
@@ -124,24 +126,14 @@ void SoftmaxCrossEntropyLossKernel(KernelContext& ctx) {
     T* lp = log_prob->template data<T>();
     SoftmaxAlongAxis<T>(scores.data<T>(), lp, g.batch, g.classes, g.positions, SoftmaxMode::kLogSoftmax,
                         ctx.threads());
-    NllFromLogProb<T>(ctx, g, lp, labels, weights);
+    NllFromLogProb<T>(ctx, g, lp, labels, weights, ignore_index);
   });
 }
 
-// ai.edgetrain.SoftmaxCrossEntropyLossGrad(scale, log_prob, labels) ->
-// (exp(log_prob) - onehot(labels, axis 1)) * scale[:, None, ...]. log_prob is [N, C, d1, ...];
-// scale and labels (int32/int64, each in [0, C)) are [N, d1, ...]. `scale` is d loss / d (-log_prob
-// at the label): the rule folds reduction, class weights and ignore_index into it.
-void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
-  const Tensor& scale = ctx.Input(0);
-  const Tensor& log_prob = ctx.Input(1);
-  const Tensor& labels_tensor = ctx.Input(2);
+// Output 0 = (exp(log_prob) - onehot(labels)) * scale[position], computed in log_prob's type.
+Tensor& SoftmaxCrossEntropyLossBackward(KernelContext& ctx, const LossGeometry& g, const Tensor& log_prob,
+                                        const std::vector<int64_t>& labels, const std::vector<double>& scale) {
   const Node& node = ctx.node();
-  const LossGeometry g = CheckLossInputs(ctx, log_prob, labels_tensor, nullptr);
-  ET_CHECK(scale.shape() == g.per_position_shape && scale.dtype() == log_prob.dtype(), ErrorCode::kInvalidArgument,
-           node.Describe(), ": scale ", ShapeToString(scale.shape()), " must be ", ShapeToString(g.per_position_shape),
-           " of the log_prob's element type");
-  const std::vector<int64_t> labels = labels_tensor.ToInt64Vector();
   for (int64_t label : labels) {
     ET_CHECK(label >= 0 && label < g.classes, ErrorCode::kOutOfRange, node.Describe(), ": label ", label,
              " is out of range for ", g.classes, " classes");
@@ -150,7 +142,6 @@ void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
   VisitFloat(log_prob.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* lp = log_prob.data<T>();
-    const T* scale_data = scale.data<T>();
     T* out = dx.data<T>();
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, g.classes * g.positions));
     ctx.threads().ParallelFor(g.batch, grain, [&](int64_t begin, int64_t end) {
@@ -160,12 +151,34 @@ void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
           for (int64_t d = 0; d < g.positions; ++d) {
             const int64_t position = n * g.positions + d;
             const T hot = labels[position] == c ? T{1} : T{0};
-            out[row + d] = (std::exp(lp[row + d]) - hot) * scale_data[position];
+            out[row + d] = (std::exp(lp[row + d]) - hot) * static_cast<T>(scale[position]);
           }
         }
       }
     });
   });
+  return dx;
+}
+
+namespace {
+
+void SoftmaxCrossEntropyLossKernel(KernelContext& ctx) {
+  SoftmaxCrossEntropyLossForward(ctx, IgnoreIndexAttribute(ctx.node()));
+}
+
+// ai.edgetrain.SoftmaxCrossEntropyLossGrad(scale, log_prob, labels) ->
+// (exp(log_prob) - onehot(labels, axis 1)) * scale[:, None, ...]. log_prob is [N, C, d1, ...];
+// scale and labels (int32/int64, each in [0, C)) are [N, d1, ...]. `scale` is d loss / d (-log_prob
+// at the label): the rule folds reduction, class weights and ignore_index into it.
+void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
+  const Tensor& scale = ctx.Input(0);
+  const Tensor& log_prob = ctx.Input(1);
+  const Tensor& labels = ctx.Input(2);
+  const LossGeometry g = CheckLossInputs(ctx, log_prob, labels, nullptr);
+  ET_CHECK(scale.shape() == g.per_position_shape && scale.dtype() == log_prob.dtype(), ErrorCode::kInvalidArgument,
+           ctx.node().Describe(), ": scale ", ShapeToString(scale.shape()), " must be ",
+           ShapeToString(g.per_position_shape), " of the log_prob's element type");
+  SoftmaxCrossEntropyLossBackward(ctx, g, log_prob, labels.ToInt64Vector(), scale.ToDoubleVector());
 }
 
 std::shared_ptr<const FunctionDef> SoftmaxCrossEntropyLossGradFunction() {

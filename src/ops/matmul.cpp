@@ -12,6 +12,7 @@
 #include "ops/gemm.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -38,24 +39,30 @@ void MatMulOne(int64_t m, int64_t k, int64_t n, const T* a, const T* b, T* c, Th
 }
 
 // `count` products C_i = A[a_offsets[i]] * B[b_offsets[i]] (offsets in elements), C contiguous.
-// Many small products run one per thread; few large ones split each product between threads.
 template <typename T>
 void MatMulBatch(ThreadPool& pool, int64_t m, int64_t k, int64_t n, const T* a, const std::vector<int64_t>& a_offsets,
                  const T* b, const std::vector<int64_t>& b_offsets, T* c) {
-  const int64_t count = static_cast<int64_t>(a_offsets.size());
-  const int64_t work = m * n * std::max<int64_t>(k, 1);
-  if (count >= 2 * pool.num_threads() || work < (int64_t{1} << 18)) {
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work, 1));
+  ForEachProduct(pool, static_cast<int64_t>(a_offsets.size()), m * n * std::max<int64_t>(k, 1),
+                 [&](int64_t i, ThreadPool* product_pool) {
+                   MatMulOne<T>(m, k, n, a + a_offsets[i], b + b_offsets[i], c + i * m * n, product_pool);
+                 });
+}
+
+}  // namespace
+
+// Many small products run one per thread; few large ones split each product between threads.
+void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
+                    const std::function<void(int64_t, ThreadPool*)>& product) {
+  if (count >= 2 * pool.num_threads() || work_per_product < (int64_t{1} << 18)) {
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work_per_product, 1));
     pool.ParallelFor(count, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        MatMulOne<T>(m, k, n, a + a_offsets[i], b + b_offsets[i], c + i * m * n, nullptr);
+      for (int64_t i = begin; i < end; ++i) product(i, nullptr);
     });
   } else {
-    for (int64_t i = 0; i < count; ++i) MatMulOne<T>(m, k, n, a + a_offsets[i], b + b_offsets[i], c + i * m * n, &pool);
+    for (int64_t i = 0; i < count; ++i) product(i, &pool);
   }
 }
 
-// Offsets (in matrices) into a batch of shape `shape` for every index of the broadcast `out`.
 std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out) {
   const std::vector<int64_t> strides = BroadcastStrides(shape, out);
   const int64_t count = NumElements(out);
@@ -74,6 +81,8 @@ std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out) {
   return offsets;
 }
 
+namespace {
+
 bool Broadcastable(const Shape& a, const Shape& b) {
   for (size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
     const int64_t x = a[a.size() - i], y = b[b.size() - i];
@@ -82,14 +91,10 @@ bool Broadcastable(const Shape& a, const Shape& b) {
   return true;
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // MatMul (numpy matmul: 1-D operands are promoted, batch dimensions broadcast)
-
-// Shapes of one numpy matmul: A [a_batch..., m, k] x B [b_batch..., k, n] -> [batch..., m, n].
-struct MatMulShapes {
-  int64_t m = 0, k = 0, n = 0;
-  Shape a_batch, b_batch, batch, out;
-};
 
 MatMulShapes PlanMatMul(const std::string& what, const Shape& a, const Shape& b) {
   ET_CHECK(!a.empty() && !b.empty(), ErrorCode::kInvalidArgument, what, ": MatMul needs inputs of rank >= 1, got ",
@@ -113,6 +118,8 @@ MatMulShapes PlanMatMul(const std::string& what, const Shape& a, const Shape& b)
   if (b.size() > 1) p.out.push_back(p.n);
   return p;
 }
+
+namespace {
 
 template <typename T>
 void RunMatMul(ThreadPool& threads, const MatMulShapes& p, const T* a, const T* b, T* y) {
@@ -247,7 +254,9 @@ void QLinearMatMulKernel(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast unidirectionally to (M, N)
 
-void GemmKernel(KernelContext& ctx) {
+}  // namespace
+
+Tensor& GemmForward(KernelContext& ctx) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
   const std::string what = ctx.node().Describe();
@@ -314,7 +323,12 @@ void GemmKernel(KernelContext& ctx) {
       });
     }
   });
+  return y;
 }
+
+namespace {
+
+void GemmKernel(KernelContext& ctx) { GemmForward(ctx); }
 
 // ---------------------------------------------------------------------------------------------
 // Einsum: each operand is reduced over the labels nobody else needs, then operands are contracted

@@ -11,6 +11,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -62,7 +63,9 @@ void ApplyChannelAffine(KernelContext& ctx, const T* x, T* y, int64_t batch, int
 
 // ---- BatchNormalization ----
 
-void BatchNormalization(KernelContext& ctx) {
+}  // namespace
+
+void BatchNormalizationKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
   ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
@@ -139,6 +142,8 @@ void BatchNormalization(KernelContext& ctx) {
     ApplyChannelAffine<T>(ctx, xp, yp, batch, channels, spatial_size, multiplier, offset);
   });
 }
+
+namespace {
 
 // ---- InstanceNormalization ----
 
@@ -421,10 +426,11 @@ void LocalResponseNormalization(KernelContext& ctx) {
 
 Attribute Keepdims(bool keep) { return Attribute::Int(keep ? 1 : 0); }
 
-// ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias): the backward
-// of training-mode BatchNormalization, recomputing the batch statistics over [N, spatial].
+}  // namespace
+
+// The backward of training-mode BatchNormalization, statistics per channel over [N, spatial]:
 //   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat)), xhat = (X - mean) * inv_std
-void BatchNormalizationGradKernel(KernelContext& ctx) {
+void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
   const Node& node = ctx.node();
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
@@ -439,6 +445,11 @@ void BatchNormalizationGradKernel(KernelContext& ctx) {
   const std::vector<double> scale = ChannelParameter(ctx, 2, "scale", channels);
   const Tensor& scale_tensor = ctx.Input(2);
   const double count = static_cast<double>(batch * spatial);
+  std::vector<double> saved_mean, saved_inv_std;
+  if (saved_statistics) {
+    saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels);
+    saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels);
+  }
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -454,15 +465,21 @@ void BatchNormalizationGradKernel(KernelContext& ctx) {
             for (int64_t i = 0; i < spatial; ++i) fn(offset + i);
           }
         };
-        double sum = 0;
-        for_each([&](int64_t e) { sum += static_cast<double>(xp[e]); });
-        const double mean = count > 0 ? sum / count : 0.0;
-        double squares = 0;
-        for_each([&](int64_t e) {
-          const double d = static_cast<double>(xp[e]) - mean;
-          squares += d * d;
-        });
-        const double inv_std = 1.0 / std::sqrt((count > 0 ? squares / count : 0.0) + epsilon);
+        double mean = 0, inv_std = 0;
+        if (saved_statistics) {
+          mean = saved_mean[c];
+          inv_std = saved_inv_std[c];
+        } else {
+          double sum = 0;
+          for_each([&](int64_t e) { sum += static_cast<double>(xp[e]); });
+          mean = count > 0 ? sum / count : 0.0;
+          double squares = 0;
+          for_each([&](int64_t e) {
+            const double d = static_cast<double>(xp[e]) - mean;
+            squares += d * d;
+          });
+          inv_std = 1.0 / std::sqrt((count > 0 ? squares / count : 0.0) + epsilon);
+        }
         double sum_dy = 0, sum_dy_xhat = 0;
         for_each([&](int64_t e) {
           const double g = static_cast<double>(dyp[e]);
@@ -484,6 +501,12 @@ void BatchNormalizationGradKernel(KernelContext& ctx) {
     StoreDoubles(ctx.Output(2, scale_tensor.shape(), scale_tensor.dtype()), dbias, node.Describe());
   });
 }
+
+namespace {
+
+// ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias), recomputing the
+// batch statistics.
+void BatchNormalizationGradKernel(KernelContext& ctx) { BatchNormalizationBackward(ctx, false); }
 
 // BatchNormalizationGrad in standard ops: X and dY viewed as [N, C, spatial], statistics over axes 0, 2.
 std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
@@ -526,10 +549,13 @@ std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
   return f.Build();
 }
 
+}  // namespace
+
 // ai.edgetrain.LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev; axis) -> (dX, dScale, dB),
 // with dScale and dB of the normalized shape X.shape[axis:] (summed over the leading axes):
 //   dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Scale, means over normalized axes
-void LayerNormalizationGradKernel(KernelContext& ctx) {
+// Not centered (RMS normalization: xhat = X * inv_std) the mean(g) term and dB drop out.
+void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
   const Node& node = ctx.node();
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
@@ -542,11 +568,13 @@ void LayerNormalizationGradKernel(KernelContext& ctx) {
   const Shape normalized(x.shape().begin() + axis, x.shape().end());
   const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t cols = NumElements(normalized);
-  const std::vector<double> means = ctx.Input(3).ToDoubleVector();
-  const std::vector<double> inv_stds = ctx.Input(4).ToDoubleVector();
+  const size_t inv_std_input = centered ? 4 : 3;
+  const std::vector<double> inv_stds = ctx.Input(inv_std_input).ToDoubleVector();
+  const std::vector<double> means = centered ? ctx.Input(3).ToDoubleVector() : std::vector<double>(rows, 0.0);
   ET_CHECK(static_cast<int64_t>(means.size()) == rows && static_cast<int64_t>(inv_stds.size()) == rows,
-           ErrorCode::kInvalidArgument, node.Describe(), ": Mean ", ShapeToString(ctx.Input(3).shape()),
-           " and InvStdDev ", ShapeToString(ctx.Input(4).shape()), " must hold one value per row (", rows, ")");
+           ErrorCode::kInvalidArgument, node.Describe(), centered ? ": Mean " : ": ",
+           centered ? ShapeToString(ctx.Input(3).shape()) + " and " : std::string(), "InvStdDev ",
+           ShapeToString(ctx.Input(inv_std_input).shape()), " must hold one value per row (", rows, ")");
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -565,7 +593,7 @@ void LayerNormalizationGradKernel(KernelContext& ctx) {
           sum_g += g;
           sum_g_xhat += g * (static_cast<double>(xr[i]) - mean) * inv_std;
         }
-        const double mean_g = cols > 0 ? sum_g / static_cast<double>(cols) : 0.0;
+        const double mean_g = cols > 0 && centered ? sum_g / static_cast<double>(cols) : 0.0;
         const double mean_g_xhat = cols > 0 ? sum_g_xhat / static_cast<double>(cols) : 0.0;
         T* dxr = dxp + row * cols;
         for (int64_t i = 0; i < cols; ++i) {
@@ -590,9 +618,13 @@ void LayerNormalizationGradKernel(KernelContext& ctx) {
       }
     });
     StoreDoubles(ctx.Output(1, normalized, x.dtype()), dscale, node.Describe());
-    StoreDoubles(ctx.Output(2, normalized, x.dtype()), dbias, node.Describe());
+    if (centered) StoreDoubles(ctx.Output(2, normalized, x.dtype()), dbias, node.Describe());
   });
 }
+
+namespace {
+
+void LayerNormalizationGradKernel(KernelContext& ctx) { LayerNormalizationBackward(ctx, /*centered=*/true); }
 
 // LayerNormalizationGrad in standard ops: X, dY, Mean and InvStdDev flattened to [rows, cols] at `axis`.
 std::shared_ptr<const FunctionDef> LayerNormalizationGradFunction() {
@@ -834,7 +866,7 @@ void LayerNormalizationGradient(GradientContext& g) {
 }  // namespace
 
 void RegisterNormalizationOps(OpRegistry& r) {
-  RegisterOnnx(r, "BatchNormalization", BatchNormalization);
+  RegisterOnnx(r, "BatchNormalization", BatchNormalizationKernel);
   RegisterOnnx(r, "InstanceNormalization", InstanceNormalization);
   RegisterOnnx(r, "LayerNormalization", LayerNormalization);
   r.SetGradient("BatchNormalization", BatchNormalizationGradient);

@@ -8,13 +8,12 @@
 #include <map>
 
 #include "ops/function_builder.hpp"
+#include "ops/optimizer_util.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
 
 namespace {
-
-constexpr int64_t kGrain = 1 << 14;
 
 double ScalarInput(const KernelContext& ctx, size_t index, const char* what) {
   const Tensor& t = ctx.Input(index);
@@ -44,39 +43,18 @@ void CheckLikeParam(const KernelContext& ctx, size_t first, size_t last, const s
   }
 }
 
-// adam_mode 0: torch.optim.AdamW; 1: Hugging Face AdamW (ORT's mode 1); 2: torch.optim.Adam with
-// weight_decay added to the gradient. All three are written as
-//   g += l2*p;  m1 = b1*m1 + (1-b1)*g;  m2 = b2*m2 + (1-b2)*g^2;
-//   p' = (p*keep_before - (lr/ac) * m1 / (sqrt(m2)/sqrt(bc) + eps_eff)) * keep_after
-// with ac, bc the bias corrections and eps_eff = eps/sqrt(bc) in mode 1 (ORT's formula rearranged).
-struct AdamCoefficients {
-  double beta1 = 0.9, beta2 = 0.999;
-  double l2 = 0, keep_before = 1, keep_after = 1;
-  double step_size = 0, inv_sqrt_bc = 1, eps_eff = 1e-8;
-};
-
 AdamCoefficients AdamCoefficientsFor(const KernelContext& ctx) {
   const Node& node = ctx.node();
-  AdamCoefficients c;
-  c.beta1 = node.GetFloat("beta1", 0.9f);
-  c.beta2 = node.GetFloat("beta2", 0.999f);
-  const double eps = node.GetFloat("epsilon", 1e-8f);
-  const double weight_decay = node.GetFloat("weight_decay", 0.0f);
-  const bool correct_bias = node.GetInt("correct_bias", 1) != 0;
-  const int64_t mode = node.GetInt("adam_mode", 0);
-  ET_CHECK(mode >= 0 && mode <= 2, ErrorCode::kInvalidArgument, node.Describe(), ": adam_mode must be 0 (AdamW), ",
-           "1 (Hugging Face AdamW) or 2 (Adam with L2 weight decay), got ", mode);
-  const double lr = ScalarInput(ctx, 0, "the learning rate");
-  const double t = static_cast<double>(StepInput(ctx) + 1);
-  const double ac = correct_bias ? 1 - std::pow(c.beta1, t) : 1.0;
-  const double bc = correct_bias ? 1 - std::pow(c.beta2, t) : 1.0;
-  c.step_size = lr / ac;
-  c.inv_sqrt_bc = 1 / std::sqrt(bc);
-  c.eps_eff = mode == 1 ? eps * c.inv_sqrt_bc : eps;
-  if (mode == 0) c.keep_before = 1 - lr * weight_decay;
-  if (mode == 1) c.keep_after = 1 - lr * weight_decay;
-  if (mode == 2) c.l2 = weight_decay;
-  return c;
+  AdamHyperparameters h;
+  h.beta1 = node.GetFloat("beta1", 0.9f);
+  h.beta2 = node.GetFloat("beta2", 0.999f);
+  h.epsilon = node.GetFloat("epsilon", 1e-8f);
+  h.weight_decay = node.GetFloat("weight_decay", 0.0f);
+  h.correct_bias = node.GetInt("correct_bias", 1) != 0;
+  h.mode = node.GetInt("adam_mode", 0);
+  ET_CHECK(h.mode >= 0 && h.mode <= 2, ErrorCode::kInvalidArgument, node.Describe(), ": adam_mode must be 0 (AdamW), ",
+           "1 (Hugging Face AdamW) or 2 (Adam with L2 weight decay), got ", h.mode);
+  return MakeAdamCoefficients(h, ScalarInput(ctx, 0, "the learning rate"), static_cast<double>(StepInput(ctx) + 1));
 }
 
 void AdamWUpdateKernel(KernelContext& ctx) {
@@ -85,31 +63,11 @@ void AdamWUpdateKernel(KernelContext& ctx) {
   const Tensor& param = ctx.Input(2);
   VisitFloat(param.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* p = param.data<T>();
-    const T* g = ctx.Input(3).data<T>();
-    const T* m1 = ctx.Input(4).data<T>();
-    const T* m2 = ctx.Input(5).data<T>();
     T* p_out = ctx.Output(0, param.shape(), param.dtype()).template data<T>();
     T* m1_out = ctx.Output(1, param.shape(), param.dtype()).template data<T>();
     T* m2_out = ctx.Output(2, param.shape(), param.dtype()).template data<T>();
-    const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-    const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
-    const T l2 = static_cast<T>(c.l2), keep_before = static_cast<T>(c.keep_before);
-    const T keep_after = static_cast<T>(c.keep_after), step_size = static_cast<T>(c.step_size);
-    const T inv_sqrt_bc = static_cast<T>(c.inv_sqrt_bc), eps = static_cast<T>(c.eps_eff);
-    // Outputs may share memory with their inputs: each element is read before it is written.
-    ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const T w = p[i];
-        const T grad = g[i] + l2 * w;
-        const T first = b1 * m1[i] + one_minus_b1 * grad;
-        const T second = b2 * m2[i] + one_minus_b2 * grad * grad;
-        const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
-        m1_out[i] = first;
-        m2_out[i] = second;
-        p_out[i] = (w * keep_before - step_size * (first / denom)) * keep_after;
-      }
-    });
+    AdamUpdate<T>(ctx.threads(), c, param.numel(), param.data<T>(), ctx.Input(3).data<T>(), ctx.Input(4).data<T>(),
+                  ctx.Input(5).data<T>(), p_out, m1_out, m2_out);
   });
 }
 
@@ -136,14 +94,12 @@ void SGDUpdateKernel(KernelContext& ctx) {
     const T rate = static_cast<T>(lr), wd = static_cast<T>(weight_decay), mu = static_cast<T>(momentum);
     const T keep_grad = static_cast<T>(1 - dampening);
     if (!has_buffer) {
-      ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) p_out[i] = p[i] - rate * (g[i] + wd * p[i]);
-      });
+      SgdUpdate<T>(ctx.threads(), lr, weight_decay, param.numel(), p, g, p_out);
       return;
     }
     const T* buf = ctx.Input(4).data<T>();
     T* buf_out = ctx.Output(1, param.shape(), param.dtype()).template data<T>();
-    ctx.threads().ParallelFor(param.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    ctx.threads().ParallelFor(param.numel(), kOptimizerGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const T w = p[i];
         const T grad = g[i] + wd * w;

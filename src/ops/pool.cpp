@@ -14,6 +14,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -34,15 +35,15 @@ struct PoolGeometry {
 };
 
 // Reads kernel_shape, strides, dilations, pads, auto_pad and ceil_mode and derives the output size.
-PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Tensor& x, bool allow_dilations) {
+PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations) {
   const Node& node = ctx.node();
   const std::string what = node.Describe();
-  ET_CHECK(x.rank() >= 3, ErrorCode::kInvalidArgument, what, ": pooling needs an input of rank >= 3, got ",
-           ShapeToString(x.shape()));
-  const size_t spatial = x.rank() - 2;
+  ET_CHECK(x.size() >= 3, ErrorCode::kInvalidArgument, what, ": pooling needs an input of rank >= 3, got ",
+           ShapeToString(x));
+  const size_t spatial = x.size() - 2;
   PoolGeometry g;
-  g.planes = x.dim(0) * x.dim(1);
-  g.input.assign(x.shape().begin() + 2, x.shape().end());
+  g.planes = x[0] * x[1];
+  g.input.assign(x.begin() + 2, x.end());
   ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
   g.kernel = node.GetInts("kernel_shape");
   g.strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
@@ -52,7 +53,7 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Tensor& x, bool al
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
-           " spatial dimensions of input ", ShapeToString(x.shape()));
+           " spatial dimensions of input ", ShapeToString(x));
   g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(spatial));
   g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
   const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
@@ -130,8 +131,8 @@ PoolWindows BuildWindows(const PoolGeometry& g) {
   return w;
 }
 
-Shape PoolOutputShape(const Tensor& x, const std::vector<int64_t>& spatial_out) {
-  Shape shape = {x.dim(0), x.dim(1)};
+Shape PoolOutputShape(const Shape& x, const std::vector<int64_t>& spatial_out) {
+  Shape shape = {x[0], x[1]};
   shape.insert(shape.end(), spatial_out.begin(), spatial_out.end());
   return shape;
 }
@@ -164,12 +165,12 @@ int64_t ColumnMajorOffset(int64_t offset, const std::vector<int64_t>& dims) {
 void MaxPoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const std::string what = ctx.node().Describe();
-  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const int64_t storage_order = ctx.node().GetInt("storage_order", 0);
   ET_CHECK(storage_order == 0 || storage_order == 1, ErrorCode::kInvalidArgument, what, ": storage_order ",
            storage_order, " must be 0 or 1");
   const PoolWindows windows = BuildWindows(g);
-  const Shape out_shape = PoolOutputShape(x, g.output);
+  const Shape out_shape = PoolOutputShape(x.shape(), g.output);
   Tensor& y = ctx.Output(0, out_shape, x.dtype());
   const bool want_indices = ctx.HasOutput(1);
   int64_t* indices = want_indices ? ctx.Output(1, out_shape, DataType::kInt64).data<int64_t>() : nullptr;
@@ -212,10 +213,10 @@ void MaxPoolKernel(KernelContext& ctx) {
 void AveragePoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const std::string what = ctx.node().Describe();
-  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
   const PoolWindows windows = BuildWindows(g);
-  Tensor& y = ctx.Output(0, PoolOutputShape(x, g.output), x.dtype());
+  Tensor& y = ctx.Output(0, PoolOutputShape(x.shape(), g.output), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -267,10 +268,10 @@ T LpCombine(const T* x, const int64_t* taps, int64_t count, double p) {
 void LpPoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const std::string what = ctx.node().Describe();
-  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const double p = LpNormOrder(ctx);
   const PoolWindows windows = BuildWindows(g);
-  Tensor& y = ctx.Output(0, PoolOutputShape(x, g.output), x.dtype());
+  Tensor& y = ctx.Output(0, PoolOutputShape(x.shape(), g.output), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -402,18 +403,24 @@ void MaxUnpoolKernel(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // MaxPoolGrad and AveragePoolGrad: (dY, X) -> dX, with the forward op's attributes
 
-void CheckPoolGradient(const KernelContext& ctx, const Tensor& dy, const Tensor& x, const PoolGeometry& g) {
-  ET_CHECK(dy.dtype() == x.dtype() && dy.shape() == PoolOutputShape(x, g.output), ErrorCode::kInvalidArgument,
-           ctx.node().Describe(), ": dY of shape ", ShapeToString(dy.shape()), " does not match the pooled shape ",
-           ShapeToString(PoolOutputShape(x, g.output)), " of X");
+void CheckPoolGradient(const KernelContext& ctx, const Tensor& dy, const Shape& x_shape, const PoolGeometry& g) {
+  ET_CHECK(dy.shape() == PoolOutputShape(x_shape, g.output), ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": dY of shape ", ShapeToString(dy.shape()), " does not match the pooled shape ",
+           ShapeToString(PoolOutputShape(x_shape, g.output)), " of X ", ShapeToString(x_shape));
+}
+
+void CheckSameType(const KernelContext& ctx, const Tensor& dy, const Tensor& x) {
+  ET_CHECK(dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": dY is ",
+           DataTypeName(dy.dtype()), " but X is ", DataTypeName(x.dtype()));
 }
 
 // Each output's gradient goes to the first maximum of its window (the tap MaxPool's Indices name).
 void MaxPoolGradKernel(KernelContext& ctx) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
-  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
-  CheckPoolGradient(ctx, dy, x, g);
+  CheckSameType(ctx, dy, x);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
+  CheckPoolGradient(ctx, dy, x.shape(), g);
   const PoolWindows windows = BuildWindows(g);
   Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
@@ -446,17 +453,17 @@ void MaxPoolGradKernel(KernelContext& ctx) {
   });
 }
 
+}  // namespace
+
 // Each output's gradient is spread evenly (by AveragePool's divisor) over its window's taps.
-void AveragePoolGradKernel(KernelContext& ctx) {
-  const Tensor& dy = ctx.Input(0);
-  const Tensor& x = ctx.Input(1);
-  const PoolGeometry g = ReadPoolGeometry(ctx, x, true);
-  CheckPoolGradient(ctx, dy, x, g);
+void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_shape) {
+  const PoolGeometry g = ReadPoolGeometry(ctx, x_shape, true);
+  CheckPoolGradient(ctx, dy, x_shape, g);
   const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
   const PoolWindows windows = BuildWindows(g);
-  Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
+  Tensor& dx = ctx.Output(0, x_shape, dy.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
-  VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
+  VisitFloat(dy.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* dyp = dy.data<T>();
     T* dxp = dx.data<T>();
@@ -476,6 +483,15 @@ void AveragePoolGradKernel(KernelContext& ctx) {
       }
     });
   });
+}
+
+namespace {
+
+void AveragePoolGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  CheckSameType(ctx, dy, x);
+  AveragePoolBackward(ctx, dy, x.shape());
 }
 
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }

@@ -1,6 +1,7 @@
 // Random family: Dropout, RandomNormal, RandomUniform, RandomNormalLike, RandomUniformLike, Bernoulli.
 // All are registered as non-deterministic so that constant folding never evaluates them.
 // Dropout's gradient rule and the fused ai.edgetrain DropoutGrad live here too.
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -121,6 +123,52 @@ void Bernoulli(KernelContext& ctx) {
 
 // ---- Dropout ----
 
+}  // namespace
+
+void DropoutForward(KernelContext& ctx, const Tensor& x, double ratio, bool training, bool* keep) {
+  const Node& node = ctx.node();
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  if (!training || ratio == 0.0) {
+    if (!y.SameData(x) && x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    std::fill(keep, keep + x.numel(), true);
+    return;
+  }
+  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
+           " is outside [0, 1)");
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - ratio));
+    std::bernoulli_distribution keep_draw(1.0 - ratio);
+    WithGenerator(ctx, [&](std::mt19937_64& gen) {
+      for (int64_t i = 0; i < x.numel(); ++i) keep[i] = keep_draw(gen);
+    });
+    for (int64_t i = 0; i < x.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
+  });
+}
+
+void DropoutBackward(KernelContext& ctx, const Tensor& dy, const std::vector<bool>& keep, double ratio, bool training) {
+  const Node& node = ctx.node();
+  Tensor& dx = ctx.Output(0, dy.shape(), dy.dtype());
+  if (!training) {
+    if (!dx.SameData(dy) && dy.nbytes() > 0) std::memcpy(dx.raw(), dy.raw(), dy.nbytes());
+    return;
+  }
+  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
+           " is outside [0, 1)");
+  VisitFloat(dy.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T one = T(1);
+    const T scale = one / (one - static_cast<T>(ratio));  // as the function body computes it
+    const T* src = dy.data<T>();
+    T* dst = dx.data<T>();
+    for (int64_t i = 0; i < dy.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
+  });
+}
+
+namespace {
+
 void Dropout(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
@@ -141,40 +189,23 @@ void Dropout(KernelContext& ctx) {
       training = t.data<bool>()[0];
     }
   }
-  // Mask is bool from opset 10; before it had the element type of the data.
-  const DataType mask_dtype = ctx.opset() >= 10 ? DataType::kBool : x.dtype();
-
-  if (!training || ratio == 0.0) {
-    Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-    if (!y.SameData(x) && x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
-    if (ctx.HasOutput(1)) {
-      Tensor& mask = ctx.Output(1, x.shape(), mask_dtype);
-      VisitAll(mask_dtype, node.Describe(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        T* dst = mask.data<T>();
-        const T one = FromDouble<T>(1.0);
-        for (int64_t i = 0; i < mask.numel(); ++i) dst[i] = one;
-      });
-    }
+  // Mask is bool from opset 10; before it had the element type of the data (and is then all ones,
+  // since only opset 12 can train).
+  if (ctx.opset() >= 10 && ctx.HasOutput(1)) {
+    DropoutForward(ctx, x, ratio, training, ctx.Output(1, x.shape(), DataType::kBool).data<bool>());
     return;
   }
-
-  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
-           " is outside [0, 1)");
-  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* src = x.data<T>();
-    T* dst = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
-    Tensor mask_scratch;
-    if (ctx.NumOutputs() < 2) mask_scratch = Tensor(DataType::kBool, x.shape(), node.Describe() + " mask");
-    bool* keep = (ctx.NumOutputs() < 2 ? mask_scratch : ctx.Output(1, x.shape(), DataType::kBool)).template data<bool>();
-    const T scale = static_cast<T>(1.0 / (1.0 - ratio));
-    std::bernoulli_distribution keep_draw(1.0 - ratio);
-    WithGenerator(ctx, [&](std::mt19937_64& gen) {
-      for (int64_t i = 0; i < x.numel(); ++i) keep[i] = keep_draw(gen);
+  std::unique_ptr<bool[]> keep(new bool[static_cast<size_t>(x.numel())]);
+  DropoutForward(ctx, x, ratio, training, keep.get());
+  if (ctx.HasOutput(1)) {
+    Tensor& mask = ctx.Output(1, x.shape(), x.dtype());
+    VisitAll(mask.dtype(), node.Describe(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* dst = mask.data<T>();
+      const T one = FromDouble<T>(1.0);
+      for (int64_t i = 0; i < mask.numel(); ++i) dst[i] = one;
     });
-    for (int64_t i = 0; i < x.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
-  });
+  }
 }
 
 // ai.edgetrain.DropoutGrad(dY, mask, ratio, training_mode) -> dX: dY * mask / (1 - ratio) in
@@ -189,32 +220,22 @@ void DropoutGradKernel(KernelContext& ctx) {
            ": ratio and training_mode must be scalars, got ", ShapeToString(ratio_tensor.shape()), " and ",
            ShapeToString(training_tensor.shape()));
   const bool training = training_tensor.ToDoubleVector()[0] != 0.0;
-  const double ratio = ratio_tensor.ToDoubleVector()[0];
-  Tensor& dx = ctx.Output(0, dy.shape(), dy.dtype());
-  if (!training) {
-    if (!dx.SameData(dy) && dy.nbytes() > 0) std::memcpy(dx.raw(), dy.raw(), dy.nbytes());
-    return;
+  if (training) {
+    ET_CHECK(mask.shape() == dy.shape(), ErrorCode::kInvalidArgument, node.Describe(), ": mask ",
+             ShapeToString(mask.shape()), " does not match dY ", ShapeToString(dy.shape()));
   }
-  ET_CHECK(mask.shape() == dy.shape(), ErrorCode::kInvalidArgument, node.Describe(), ": mask ",
-           ShapeToString(mask.shape()), " does not match dY ", ShapeToString(dy.shape()));
-  ET_CHECK(ratio >= 0.0 && ratio < 1.0, ErrorCode::kInvalidArgument, node.Describe(), ": ratio ", ratio,
-           " is outside [0, 1)");
-  std::vector<bool> keep(static_cast<size_t>(mask.numel()));
-  if (mask.dtype() == DataType::kBool) {
-    const bool* m = mask.data<bool>();
-    for (int64_t i = 0; i < mask.numel(); ++i) keep[i] = m[i];
-  } else {
-    const std::vector<double> m = mask.ToDoubleVector();
-    for (size_t i = 0; i < m.size(); ++i) keep[i] = m[i] != 0.0;
+  std::vector<bool> keep;
+  if (training) {
+    keep.resize(static_cast<size_t>(mask.numel()));
+    if (mask.dtype() == DataType::kBool) {
+      const bool* m = mask.data<bool>();
+      for (int64_t i = 0; i < mask.numel(); ++i) keep[i] = m[i];
+    } else {
+      const std::vector<double> m = mask.ToDoubleVector();
+      for (size_t i = 0; i < m.size(); ++i) keep[i] = m[i] != 0.0;
+    }
   }
-  VisitFloat(dy.dtype(), node.Describe(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T one = T(1);
-    const T scale = one / (one - static_cast<T>(ratio));  // as the function body computes it
-    const T* src = dy.data<T>();
-    T* dst = dx.data<T>();
-    for (int64_t i = 0; i < dy.numel(); ++i) dst[i] = keep[i] ? src[i] * scale : T(0);
-  });
+  DropoutBackward(ctx, dy, keep, ratio_tensor.ToDoubleVector()[0], training);
 }
 
 // DropoutGrad in standard ops: Where(training_mode, dY * mask * (1 / (1 - ratio)), dY).

@@ -11,6 +11,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -321,11 +322,11 @@ void ReduceKernel(KernelContext& ctx) {
   });
 }
 
-// ai.edgetrain.SumToShape(G, shape): sums G over the axes along which `shape` was broadcast to G's
-// shape (numpy rules), giving a tensor of `shape`. The autodiff walk's dynamic un-broadcast.
-void SumToShapeKernel(KernelContext& ctx) {
-  const Tensor& g = ctx.Input(0);
-  Shape target = ctx.Input(1).ToInt64Vector();
+}  // namespace
+
+void ReduceSumKernel(KernelContext& ctx) { ReduceKernel<SumReducer>(ctx); }
+
+void SumToShape(KernelContext& ctx, const Tensor& g, const Shape& target, size_t output) {
   const Shape& from = g.shape();
   ET_CHECK(target.size() <= from.size(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": cannot sum ",
            ShapeToString(from), " to the larger rank of ", ShapeToString(target));
@@ -342,16 +343,22 @@ void SumToShapeKernel(KernelContext& ctx) {
     if (t == 1 && from[d] != 1) axes.push_back(static_cast<int64_t>(d));
   }
   ReducePlan plan = PlanReduction(ctx, from, axes, true, true);
-  Tensor& y = ctx.Output(0, target, g.dtype());
+  Tensor& out = ctx.Output(output, target, g.dtype());
   if (plan.identity) {
-    if (g.nbytes() > 0) std::memcpy(y.raw(), g.raw(), g.nbytes());
+    if (g.nbytes() > 0 && !out.SameData(g)) std::memcpy(out.raw(), g.raw(), g.nbytes());
     return;
   }
   VisitNumeric(g.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    RunReduction<SumReducer, T>(plan, g.data<T>(), y.data<T>(), ctx.threads());
+    RunReduction<SumReducer, T>(plan, g.data<T>(), out.data<T>(), ctx.threads());
   });
 }
+
+namespace {
+
+// ai.edgetrain.SumToShape(G, shape): sums G over the axes along which `shape` was broadcast to G's
+// shape (numpy rules), giving a tensor of `shape`. The autodiff walk's dynamic un-broadcast.
+void SumToShapeKernel(KernelContext& ctx) { SumToShape(ctx, ctx.Input(0), ctx.Input(1).ToInt64Vector(), 0); }
 
 // SumToShape in standard ONNX ops: axes = where the right-aligned target is 1 but G is not, plus
 // the leading axes; ReduceSum keeping dims, then Reshape to the target.

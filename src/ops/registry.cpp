@@ -57,6 +57,8 @@ const OpRegistry& OpRegistry::Global() {
     RegisterSequenceOps(r);
     RegisterControlFlowOps(r);
     RegisterOptimizerOps(r);
+    RegisterOrtGradientOps(r);
+    RegisterOrtFusedOps(r);
     return r;
   }();
   return registry;

@@ -20,5 +20,8 @@ void RegisterRandomOps(OpRegistry& r);         // random.cpp: Dropout, RandomNor
 void RegisterSequenceOps(OpRegistry& r);       // sequence.cpp: Sequence*, SplitToSequence, ConcatFromSequence
 void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cpp: Identity, Constant, If, Loop
 void RegisterOptimizerOps(OpRegistry& r);      // optimizer.cpp: fused AdamWUpdate, SGDUpdate, SGDMomentumUpdate
+// ONNX Runtime's training operators (com.microsoft, plus the few ORT registers in the ONNX domain).
+void RegisterOrtGradientOps(OpRegistry& r);     // ort_gradients.cpp: *Grad, InPlaceAccumulatorV2, dropout, losses
+void RegisterOrtFusedOps(OpRegistry& r);        // ort_fused.cpp: FusedMatMul/Gemm, BatchNormInternal, optimizers
 
 }  // namespace edgetrain

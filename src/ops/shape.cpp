@@ -9,6 +9,7 @@
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shape_util.hpp"
+#include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
 namespace {
@@ -278,21 +279,6 @@ void Slice(KernelContext& ctx) {
       static_cast<const char*>(data.raw()) + view.base * static_cast<int64_t>(DataTypeSize(data.dtype()));
   StridedCopy(ctx.threads(), data.dtype(), What(ctx), view.shape, view.strides, src, RowMajorStrides(view.shape),
               out.raw());
-}
-
-// ai.edgetrain.SliceGrad(dY, x_shape, starts, ends, axes?, steps?): zeros of x_shape with dY written
-// where Slice(X, starts, ends, axes, steps) read its elements.
-void SliceGradKernel(KernelContext& ctx) {
-  const Tensor& dy = ctx.Input(0);
-  const Shape x_shape = ctx.Input(1).ToInt64Vector();
-  const SliceView view = ResolveSliceInputs(ctx, x_shape, 2);
-  ET_CHECK(dy.shape() == view.shape, ErrorCode::kInvalidArgument, What(ctx), ": gradient shape ",
-           ShapeToString(dy.shape()), " differs from the slice shape ", ShapeToString(view.shape));
-  Tensor& dx = ctx.Output(0, x_shape, dy.dtype());
-  if (dx.nbytes() != 0) std::memset(dx.raw(), 0, dx.nbytes());
-  char* dst = static_cast<char*>(dx.raw()) + view.base * static_cast<int64_t>(DataTypeSize(dy.dtype()));
-  StridedCopy(ctx.threads(), dy.dtype(), What(ctx), view.shape, RowMajorStrides(view.shape), dy.raw(), view.strides,
-              dst);
 }
 
 void Expand(KernelContext& ctx) {
@@ -779,6 +765,21 @@ std::shared_ptr<const FunctionDef> SliceGradFunction() {
 }
 
 }  // namespace
+
+// ai.edgetrain.SliceGrad(dY, x_shape, starts, ends, axes?, steps?): zeros of x_shape with dY written
+// where Slice(X, starts, ends, axes, steps) read its elements.
+void SliceGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Shape x_shape = ctx.Input(1).ToInt64Vector();
+  const SliceView view = ResolveSliceInputs(ctx, x_shape, 2);
+  ET_CHECK(dy.shape() == view.shape, ErrorCode::kInvalidArgument, What(ctx), ": gradient shape ",
+           ShapeToString(dy.shape()), " differs from the slice shape ", ShapeToString(view.shape));
+  Tensor& dx = ctx.Output(0, x_shape, dy.dtype());
+  if (dx.nbytes() != 0) std::memset(dx.raw(), 0, dx.nbytes());
+  char* dst = static_cast<char*>(dx.raw()) + view.base * static_cast<int64_t>(DataTypeSize(dy.dtype()));
+  StridedCopy(ctx.threads(), dy.dtype(), What(ctx), view.shape, RowMajorStrides(view.shape), dy.raw(), view.strides,
+              dst);
+}
 
 void RegisterShapeOps(OpRegistry& r) {
   RegisterOnnx(r, "Reshape", Reshape);

@@ -9,6 +9,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 #include "ops/softmax_util.hpp"
 
 namespace edgetrain {
@@ -18,13 +19,14 @@ struct SoftmaxView {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
-SoftmaxView ViewForSoftmax(const KernelContext& ctx, const Shape& shape) {
-  const Node& node = ctx.node();
+// The normalised dims of `shape`: with `coerce_to_2d` (before opset 13) every dim from 'axis' on,
+// else the single dim 'axis'.
+SoftmaxView ViewForSoftmax(const Node& node, const Shape& shape, bool coerce_to_2d, int64_t default_axis) {
   const int64_t rank = static_cast<int64_t>(shape.size());
   SoftmaxView v;
-  if (ctx.opset() < 13) {
+  if (coerce_to_2d) {
     // Coercion to 2-D: axis may equal rank (then every row has one element).
-    int64_t axis = node.GetInt("axis", 1);
+    int64_t axis = node.GetInt("axis", default_axis);
     ET_CHECK(axis >= -rank && axis <= rank, ErrorCode::kInvalidArgument, node.Describe(), ": axis ", axis,
              " is out of range for an input of rank ", rank);
     if (axis < 0) axis += rank;
@@ -33,11 +35,16 @@ SoftmaxView ViewForSoftmax(const KernelContext& ctx, const Shape& shape) {
     return v;
   }
   ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
-  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe());
+  const int64_t axis = NormalizeAxis(node.GetInt("axis", default_axis), rank, node.Describe());
   for (int64_t d = 0; d < axis; ++d) v.outer *= shape[d];
   v.n = shape[axis];
   for (int64_t d = axis + 1; d < rank; ++d) v.inner *= shape[d];
   return v;
+}
+
+SoftmaxView ViewForSoftmax(const KernelContext& ctx, const Shape& shape) {
+  const bool coerce_to_2d = ctx.opset() < 13;
+  return ViewForSoftmax(ctx.node(), shape, coerce_to_2d, coerce_to_2d ? 1 : -1);
 }
 
 template <SoftmaxMode kMode>
@@ -76,24 +83,19 @@ void HardmaxKernel(KernelContext& ctx) {
   });
 }
 
+}  // namespace
+
 // ai.edgetrain.SoftmaxGrad(dY, Y) -> Y * (dY - sum(dY * Y, axis)) and
 // ai.edgetrain.LogSoftmaxGrad(dY, Y) -> dY - exp(Y) * sum(dY, axis): the input gradient of
-// Softmax / LogSoftmax (single-axis semantics) given their output Y. Attribute: axis (default -1).
-template <SoftmaxMode kMode>
-void SoftmaxBackwardKernel(KernelContext& ctx) {
+// Softmax / LogSoftmax given their output Y (the fused ops: single axis, default -1).
+void SoftmaxBackwardKernel(KernelContext& ctx, SoftmaxMode mode, bool coerce_to_2d, int64_t default_axis) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& y = ctx.Input(1);
   const Node& node = ctx.node();
   ET_CHECK(dy.shape() == y.shape() && dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
            ": dY ", ShapeToString(dy.shape()), " and Y ", ShapeToString(y.shape()),
            " must have the same shape and element type");
-  const int64_t rank = static_cast<int64_t>(y.rank());
-  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
-  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe());
-  SoftmaxView v;
-  for (int64_t d = 0; d < axis; ++d) v.outer *= y.dim(d);
-  v.n = y.dim(axis);
-  for (int64_t d = axis + 1; d < rank; ++d) v.inner *= y.dim(d);
+  const SoftmaxView v = ViewForSoftmax(node, y.shape(), coerce_to_2d, default_axis);
   Tensor& dx = ctx.Output(0, y.shape(), y.dtype());
   VisitFloat(y.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -107,17 +109,24 @@ void SoftmaxBackwardKernel(KernelContext& ctx) {
         double total = 0.0;
         for (int64_t j = 0; j < v.n; ++j) {
           const int64_t k = base + j * v.inner;
-          total += kMode == SoftmaxMode::kSoftmax ? static_cast<double>(dy_data[k]) * y_data[k] : dy_data[k];
+          total += mode == SoftmaxMode::kSoftmax ? static_cast<double>(dy_data[k]) * y_data[k] : dy_data[k];
         }
         const T sum = static_cast<T>(total);
         for (int64_t j = 0; j < v.n; ++j) {
           const int64_t k = base + j * v.inner;
-          if constexpr (kMode == SoftmaxMode::kSoftmax) dx_data[k] = y_data[k] * (dy_data[k] - sum);
+          if (mode == SoftmaxMode::kSoftmax) dx_data[k] = y_data[k] * (dy_data[k] - sum);
           else dx_data[k] = dy_data[k] - std::exp(y_data[k]) * sum;
         }
       }
     });
   });
+}
+
+namespace {
+
+template <SoftmaxMode kMode>
+void FusedSoftmaxBackwardKernel(KernelContext& ctx) {
+  SoftmaxBackwardKernel(ctx, kMode, /*coerce_to_2d=*/false, /*default_axis=*/-1);
 }
 
 // The same in standard ONNX ops; the call's `axis` becomes the ReduceSum axes input.
@@ -167,9 +176,9 @@ void RegisterSoftmaxOps(OpRegistry& r) {
   RegisterOnnx(r, "LogSoftmax", SoftmaxKernel<SoftmaxMode::kLogSoftmax>);
   r.SetGradient("LogSoftmax", SoftmaxGradient<SoftmaxMode::kLogSoftmax>);
   RegisterOnnx(r, "Hardmax", HardmaxKernel);
-  RegisterFused(r, "SoftmaxGrad", SoftmaxBackwardKernel<SoftmaxMode::kSoftmax>,
+  RegisterFused(r, "SoftmaxGrad", FusedSoftmaxBackwardKernel<SoftmaxMode::kSoftmax>,
                 SoftmaxBackwardFunction(SoftmaxMode::kSoftmax));
-  RegisterFused(r, "LogSoftmaxGrad", SoftmaxBackwardKernel<SoftmaxMode::kLogSoftmax>,
+  RegisterFused(r, "LogSoftmaxGrad", FusedSoftmaxBackwardKernel<SoftmaxMode::kLogSoftmax>,
                 SoftmaxBackwardFunction(SoftmaxMode::kLogSoftmax));
 }
 

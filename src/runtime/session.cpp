@@ -91,12 +91,20 @@ class StepContext final : public KernelContext {
     return run_subgraph_(graph, inputs);
   }
 
+  const ValueInfo* DeclaredOutput(size_t i) const override {
+    if (!graph_ || i >= node_->outputs.size() || node_->outputs[i].empty()) return nullptr;
+    return graph_->FindValueInfo(node_->outputs[i]);
+  }
+  // The graph the node belongs to, for DeclaredOutput.
+  void SetGraph(const Graph* graph) { graph_ = graph; }
+
  private:
   std::vector<const RuntimeValue*> inputs_;
   std::vector<RuntimeValue*> outputs_;
   OutputAllocator allocate_;
   SubgraphRunner run_subgraph_;
   std::vector<Tensor> scratch_;
+  const Graph* graph_ = nullptr;
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
@@ -116,7 +124,7 @@ void RunNamingNode(const Node& node, Fn&& fn) {
 }
 
 std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset, const std::vector<Tensor>& inputs,
-                                                ThreadPool* threads, std::mt19937_64* rng) {
+                                                ThreadPool* threads, std::mt19937_64* rng, const Graph& graph) {
   const OpKernelEntry* entry = OpRegistry::Global().Find(node.domain, node.op_type, opset);
   ET_CHECK(entry, ErrorCode::kNotImplemented, node.Describe(), ": operator is not supported at opset ", opset);
   std::vector<RuntimeValue> in_values(inputs.size()), out_values(node.outputs.size());
@@ -132,6 +140,7 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
                     return Tensor(dtype, shape, node.Describe() + " output '" + node.outputs[i] + "'");
                   },
                   nullptr);
+  ctx.SetGraph(&graph);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
   for (auto& v : out_values) {
@@ -214,6 +223,7 @@ class GraphExecutor {
       };
       StepContext ctx(*step.node, step.opset, threads_, rng_, std::move(inputs), std::move(outputs), allocate,
                       run_subgraph);
+      ctx.SetGraph(&graph_);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       for (size_t s : step.release) values_[s] = RuntimeValue();
     }
@@ -427,7 +437,7 @@ Session::Session(Model model, SessionOptions options)
       return e && e->deterministic;
     };
     auto evaluate = [&](const Node& n, const std::vector<Tensor>& inputs) {
-      return EvaluateNode(n, NodeOpset(n, model_), inputs, threads_.get(), &rng_);
+      return EvaluateNode(n, NodeOpset(n, model_), inputs, threads_.get(), &rng_, model_.graph);
     };
     FoldConstants(model_.graph, evaluate, can_fold);
   }

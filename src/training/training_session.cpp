@@ -6,6 +6,7 @@
 
 #include "autodiff/artifacts.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
@@ -32,17 +33,7 @@ Model LoadSource(const ModelSource& source) {
   return LoadModelFromBuffer(source.data, source.size, source.buffer_name, ".", ExecutionImportOptions());
 }
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string Strip(const std::string& s, const std::string& suffix) { return s.substr(0, s.size() - suffix.size()); }
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 // Checks a parameter tensor against the model input that receives it.
 void CheckParameterFits(const Tensor& value, const ValueInfo& input, const std::string& model) {
@@ -165,7 +156,7 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
     const std::string& name = input->name;
     if (name == kOrtLazyResetGradInput) continue;
     if (auto it = accumulators.accumulated_output.find(name); it != accumulators.accumulated_output.end()) {
-      ET_CHECK(EndsWith(name, kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '",
+      ET_CHECK(name.ends_with(kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '",
                model.source, "': accumulation buffer '", name, "' is not named <parameter>",
                kOrtAccumulationBufferSuffix);
       const std::string param = Strip(name, kOrtAccumulationBufferSuffix);
@@ -210,7 +201,7 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
   for (const ValueInfo& out : model.graph.outputs) {
     const std::string& name = out.name;
     bool internal = state_updates.count(name) || accumulated_outputs.count(name) || accumulator_flags.count(name) ||
-                    (EndsWith(name, kGradSuffix) && gradients.count(Strip(name, kGradSuffix)));
+                    (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix)));
     if (!internal) train_outputs.push_back(name);
   }
 }
@@ -262,7 +253,7 @@ void TrainingSession::Impl::BindOptimizerModel() {
     if (std::count(trainable.begin(), trainable.end(), name)) {
       current = name;
       targets[name] = &values[name];
-    } else if (EndsWith(name, kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
+    } else if (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
       targets[name] = &gradients[Strip(name, kGradSuffix)];
     } else {
       ET_CHECK(!current.empty(), ErrorCode::kInvalidModel, "optimizer model '", source, "': input '", name,
@@ -278,7 +269,7 @@ void TrainingSession::Impl::BindOptimizerModel() {
   }
   for (size_t i = 2; i < names.size(); ++i) optimizer_inputs.push_back({names[i], targets.at(names[i])});
   for (const std::string& out : optimizer->OutputNames()) {
-    ET_CHECK(EndsWith(out, kStateUpdateSuffix) && targets.count(Strip(out, kStateUpdateSuffix)),
+    ET_CHECK(out.ends_with(kStateUpdateSuffix) && targets.count(Strip(out, kStateUpdateSuffix)),
              ErrorCode::kInvalidModel, "optimizer model '", source, "': output '", out,
              "' does not name an input it updates (<input>", kStateUpdateSuffix, ")");
     optimizer_updates.emplace_back(out, targets.at(Strip(out, kStateUpdateSuffix)));
@@ -400,7 +391,7 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
       CopyInto(s.gradients[acc->second], results[i], name);  // the graph already added or overwrote
     } else if (s.accumulator_flags.count(name)) {
       continue;
-    } else if (EndsWith(name, kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
+    } else if (name.ends_with(kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
       Tensor& buffer = s.gradients[Strip(name, kGradSuffix)];
       if (s.reset_gradients) {
         CopyInto(buffer, results[i], name);
