@@ -50,8 +50,10 @@ struct OneNode {
 // A forward node of the ONNX domain with all its `num_outputs` outputs requested.
 inline OneNode OnnxNode(const std::string& op, const std::vector<Tensor>& inputs,
                         std::map<std::string, Attribute> attributes, size_t num_outputs = 1, int64_t opset = 17) {
-  return OneNode{op,   "", {inputs.begin(), inputs.end()}, std::move(attributes), std::vector<bool>(num_outputs, true),
-                 opset};
+  OneNode node{op, "", {inputs.begin(), inputs.end()}, std::move(attributes)};
+  node.outputs.assign(num_outputs, true);
+  node.opset = opset;
+  return node;
 }
 
 inline std::string OneNodeInput(size_t i) { return "in" + std::to_string(i); }

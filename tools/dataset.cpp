@@ -60,27 +60,16 @@ uint32_t BigEndianU32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-// "[batch, 1, 28, 28]", "?" for an unknown dim, "[?...]" for an unknown rank.
-std::string DeclaredShape(const ValueInfo& input) {
-  if (!input.has_shape) return "[?...]";
-  std::string s = "[";
-  for (size_t i = 0; i < input.shape.size(); ++i) {
-    const Dim& d = input.shape[i];
-    s += (i ? ", " : "") + (d.known() ? std::to_string(d.value) : d.symbol.empty() ? "?" : d.symbol);
-  }
-  return s + "]";
-}
-
 // The shape of one sample as `input` takes it (see MakeBatch).
 Shape SampleShape(const DatasetColumn& column, const ValueInfo& input, int64_t batch) {
   const Shape& data_shape = column.values.shape();
   Shape row_shape(data_shape.begin() + 1, data_shape.end());
   if (!input.has_shape) return row_shape;
-  const std::string mismatch = "input '" + input.name + "' " + DeclaredShape(input) + " cannot take samples of shape " +
+  const std::string mismatch = "input '" + input.name + "' " + DimsToString(input) + " cannot take samples of shape " +
                                ShapeToString(row_shape) + " from '" + column.file + "' " + ShapeToString(data_shape);
   ET_CHECK(!input.shape.empty(), ErrorCode::kInvalidArgument, mismatch, ": the input has no batch dimension");
   ET_CHECK(!input.shape[0].known() || input.shape[0].value == batch, ErrorCode::kInvalidArgument, "input '", input.name,
-           "' ", DeclaredShape(input), " has a fixed batch size but the batch has ", batch, " samples");
+           "' ", DimsToString(input), " has a fixed batch size but the batch has ", batch, " samples");
   std::vector<Dim> sample_dims(input.shape.begin() + 1, input.shape.end());
   bool all_known = std::all_of(sample_dims.begin(), sample_dims.end(), [](const Dim& d) { return d.known(); });
   if (all_known) {

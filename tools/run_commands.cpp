@@ -14,16 +14,6 @@ namespace edgetrain::cli {
 
 namespace {
 
-std::string DescribeValue(const ValueInfo& v) {
-  std::string s = (v.is_sequence ? "sequence<" : "") + DataTypeName(v.dtype) + (v.is_sequence ? ">" : "");
-  if (!v.has_shape) return s + " (shape unknown)";
-  s += " [";
-  for (size_t i = 0; i < v.shape.size(); ++i)
-    s += (i ? ", " : "") + (v.shape[i].known() ? std::to_string(v.shape[i].value)
-                                              : v.shape[i].symbol.empty() ? "?" : v.shape[i].symbol);
-  return s + "]";
-}
-
 void CountOps(const Graph& graph, std::map<std::string, int>& counts) {
   for (const auto& n : graph.nodes) {
     ++counts[(n.domain.empty() ? "" : n.domain + ".") + n.op_type];
@@ -44,9 +34,9 @@ void Inspect(const std::string& path) {
   for (const auto& [domain, version] : model.opsets) std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << version;
   std::cout << "\ninputs:\n";
   for (const auto& in : g.inputs)
-    if (!g.IsInitializer(in.name)) std::cout << "  " << in.name << ": " << DescribeValue(in) << "\n";
+    if (!g.IsInitializer(in.name)) std::cout << "  " << in.name << ": " << TypeToString(in) << "\n";
   std::cout << "outputs:\n";
-  for (const auto& out : g.outputs) std::cout << "  " << out.name << ": " << DescribeValue(out) << "\n";
+  for (const auto& out : g.outputs) std::cout << "  " << out.name << ": " << TypeToString(out) << "\n";
   std::map<std::string, int> counts;
   CountOps(g, counts);
   std::cout << "operators (" << g.nodes.size() << " nodes):\n";

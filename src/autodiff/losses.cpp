@@ -30,17 +30,6 @@ constexpr NamedLossType kLossNames[] = {
     {"custom", LossType::kCustom},
 };
 
-std::string DimsToString(const ValueInfo& info) {
-  if (!info.has_shape) return "[unknown rank]";
-  std::string out = "[";
-  for (size_t d = 0; d < info.shape.size(); ++d) {
-    if (d) out += ", ";
-    const Dim& dim = info.shape[d];
-    out += dim.known() ? std::to_string(dim.value) : (dim.symbol.empty() ? std::string("?") : dim.symbol);
-  }
-  return out + "]";
-}
-
 // Every name in use in `graph` (values and node names), so that new names never clash.
 std::set<std::string> NamesInUse(const Graph& graph) {
   std::set<std::string> names;

@@ -6,6 +6,21 @@
 
 namespace edgetrain {
 
+std::string DimsToString(const ValueInfo& info) {
+  if (!info.has_shape) return "[?...]";
+  std::string out = "[";
+  for (size_t d = 0; d < info.shape.size(); ++d) {
+    const Dim& dim = info.shape[d];
+    out += (d ? ", " : "") + (dim.known() ? std::to_string(dim.value) : dim.symbol.empty() ? "?" : dim.symbol);
+  }
+  return out + "]";
+}
+
+std::string TypeToString(const ValueInfo& info) {
+  return (info.is_sequence ? "sequence of " : "") + DataTypeName(info.dtype) + " " + DimsToString(info);
+}
+
+
 std::string Node::Describe() const {
   std::string d = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
   return d;

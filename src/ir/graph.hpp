@@ -29,6 +29,11 @@ struct ValueInfo {
   bool is_sequence = false;  // sequence of tensors of `dtype`
 };
 
+// "[batch, 1, 28, 28]": "?" for an unknown dim, "[?...]" for an unknown rank.
+std::string DimsToString(const ValueInfo& info);
+// "float32 [batch, 10]", "sequence of float32 [?...]".
+std::string TypeToString(const ValueInfo& info);
+
 struct Attribute {
   enum class Kind { kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs };
   Kind kind = Kind::kInt;

@@ -55,15 +55,23 @@ void AdamUpdate(ThreadPool& pool, const AdamCoefficients& c, int64_t count, cons
   const T keep_after = static_cast<T>(c.keep_after), step_size = static_cast<T>(c.step_size);
   const T inv_sqrt_bc = static_cast<T>(c.inv_sqrt_bc), eps = static_cast<T>(c.eps_eff);
   pool.ParallelFor(count, kOptimizerGrain, [&](int64_t begin, int64_t end) {
+    // Outputs never alias inputs (fresh tensors), so the loop vectorises.
+    const T* __restrict pi = p;
+    const T* __restrict gi = g;
+    const T* __restrict m1i = m1;
+    const T* __restrict m2i = m2;
+    T* __restrict po = p_out;
+    T* __restrict m1o = m1_out;
+    T* __restrict m2o = m2_out;
     for (int64_t i = begin; i < end; ++i) {
-      const T w = p[i];
-      const T grad = g[i] + l2 * w;
-      const T first = b1 * m1[i] + one_minus_b1 * grad;
-      const T second = b2 * m2[i] + one_minus_b2 * grad * grad;
+      const T w = pi[i];
+      const T grad = gi[i] + l2 * w;
+      const T first = b1 * m1i[i] + one_minus_b1 * grad;
+      const T second = b2 * m2i[i] + one_minus_b2 * grad * grad;
       const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
-      m1_out[i] = first;
-      m2_out[i] = second;
-      p_out[i] = (w * keep_before - step_size * (first / denom)) * keep_after;
+      m1o[i] = first;
+      m2o[i] = second;
+      po[i] = (w * keep_before - step_size * (first / denom)) * keep_after;
     }
   });
 }

@@ -483,22 +483,6 @@ size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
 
 void Session::SetSeed(uint64_t seed) { rng_.seed(seed); }
 
-namespace {
-
-std::string DescribeType(const ValueInfo& info) {
-  std::string s = (info.is_sequence ? "sequence of " : "") + DataTypeName(info.dtype);
-  if (!info.has_shape) return s;
-  s += " [";
-  for (size_t i = 0; i < info.shape.size(); ++i) {
-    if (i) s += ", ";
-    s += info.shape[i].known() ? std::to_string(info.shape[i].value)
-                               : (info.shape[i].symbol.empty() ? "?" : info.shape[i].symbol);
-  }
-  return s + "]";
-}
-
-}  // namespace
-
 std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, RuntimeValue>& feeds,
                                              const std::vector<std::string>& fetches) {
   const Graph& graph = model_.graph;
@@ -517,21 +501,21 @@ std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, Runtime
     std::string what = model_.source + ": input '" + name + "'";
     if (declared->is_sequence || value.is_sequence) {
       ET_CHECK(declared->is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, what, " expects ",
-               DescribeType(*declared));
+               TypeToString(*declared));
     } else {
       const Tensor& t = value.tensor;
       ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, what, " was fed an empty tensor");
       if (declared->dtype != DataType::kUndefined)
-        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, what, " expects ", DescribeType(*declared),
+        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, what, " expects ", TypeToString(*declared),
                  " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
       if (declared->has_shape) {
         ET_CHECK(t.rank() == declared->shape.size(), ErrorCode::kInvalidArgument, what, " expects rank ",
-                 declared->shape.size(), " (", DescribeType(*declared), ") but was fed shape ",
+                 declared->shape.size(), " (", TypeToString(*declared), ") but was fed shape ",
                  ShapeToString(t.shape()));
         for (size_t d = 0; d < t.rank(); ++d) {
           const Dim& dim = declared->shape[d];
           if (dim.known()) {
-            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, what, " expects ", DescribeType(*declared),
+            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, what, " expects ", TypeToString(*declared),
                      " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
           } else if (!dim.symbol.empty()) {
             auto [it, inserted] = symbols.emplace(dim.symbol, t.dim(d));
@@ -545,7 +529,7 @@ std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, Runtime
   }
   for (const auto* in : Inputs())
     ET_CHECK(feeds.count(in->name), ErrorCode::kInvalidArgument, model_.source, ": missing input '", in->name, "' (",
-             DescribeType(*in), ")");
+             TypeToString(*in), ")");
 
   std::vector<size_t> fetch_slots;
   std::vector<std::string> outputs = OutputNames();
