@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -89,7 +90,28 @@ struct PoolWindows {
   std::vector<int64_t> begin;    // output o uses offsets[begin[o] .. begin[o+1])
   std::vector<int64_t> offsets;
   std::vector<int64_t> padded_counts;
+
+  // The input-plane offsets that output position `o` reads.
+  std::span<const int64_t> Taps(int64_t o) const {
+    return {offsets.data() + begin[o], static_cast<size_t>(begin[o + 1] - begin[o])};
+  }
 };
+
+// The largest value among `taps` of `plane` (lowest for an empty window) and its offset (the first
+// tap, or 0, when no value beats the lowest); MaxPool and its gradient pick the same tap.
+template <typename T>
+std::pair<T, int64_t> WindowMax(const T* plane, std::span<const int64_t> taps) {
+  T best = std::numeric_limits<T>::lowest();
+  if constexpr (std::is_floating_point_v<T>) best = -std::numeric_limits<T>::infinity();
+  int64_t best_offset = taps.empty() ? 0 : taps[0];
+  for (int64_t tap : taps) {
+    if (plane[tap] > best) {
+      best = plane[tap];
+      best_offset = tap;
+    }
+  }
+  return {best, best_offset};
+}
 
 PoolWindows BuildWindows(const PoolGeometry& g) {
   const size_t spatial = g.input.size();
@@ -184,18 +206,7 @@ void MaxPoolKernel(KernelContext& ctx) {
         const T* xin = xp + plane * in_size;
         T* yout = yp + plane * out_size;
         for (int64_t o = 0; o < out_size; ++o) {
-          const int64_t* taps = windows.offsets.data() + windows.begin[o];
-          const int64_t count = windows.begin[o + 1] - windows.begin[o];
-          T best = std::numeric_limits<T>::lowest();
-          int64_t best_offset = count > 0 ? taps[0] : 0;
-          if constexpr (std::is_floating_point_v<T>) best = -std::numeric_limits<T>::infinity();
-          for (int64_t t = 0; t < count; ++t) {
-            const T v = xin[taps[t]];
-            if (v > best) {
-              best = v;
-              best_offset = taps[t];
-            }
-          }
+          const auto [best, best_offset] = WindowMax(xin, windows.Taps(o));
           yout[o] = best;
           if (indices) {
             const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
@@ -227,10 +238,10 @@ void AveragePoolKernel(KernelContext& ctx) {
         const T* xin = xp + plane * in_size;
         T* yout = yp + plane * out_size;
         for (int64_t o = 0; o < out_size; ++o) {
-          const int64_t* taps = windows.offsets.data() + windows.begin[o];
-          const int64_t count = windows.begin[o + 1] - windows.begin[o];
+          const std::span<const int64_t> taps = windows.Taps(o);
           T sum = T(0);
-          for (int64_t t = 0; t < count; ++t) sum += xin[taps[t]];
+          for (int64_t tap : taps) sum += xin[tap];
+          const int64_t count = static_cast<int64_t>(taps.size());
           const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
           yout[o] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
         }
@@ -249,19 +260,17 @@ double LpNormOrder(const KernelContext& ctx) {
 }
 
 template <typename T>
-T LpCombine(const T* x, const int64_t* taps, int64_t count, double p) {
+T LpCombine(const T* x, std::span<const int64_t> taps, double p) {
+  T sum = T(0);
   if (p == 2.0) {
-    T sum = T(0);
-    for (int64_t t = 0; t < count; ++t) sum += x[taps[t]] * x[taps[t]];
+    for (int64_t tap : taps) sum += x[tap] * x[tap];
     return std::sqrt(sum);
   }
   if (p == 1.0) {
-    T sum = T(0);
-    for (int64_t t = 0; t < count; ++t) sum += std::abs(x[taps[t]]);
+    for (int64_t tap : taps) sum += std::abs(x[tap]);
     return sum;
   }
-  T sum = T(0);
-  for (int64_t t = 0; t < count; ++t) sum += static_cast<T>(std::pow(std::abs(x[taps[t]]), static_cast<T>(p)));
+  for (int64_t tap : taps) sum += static_cast<T>(std::pow(std::abs(x[tap]), static_cast<T>(p)));
   return static_cast<T>(std::pow(sum, static_cast<T>(1.0 / p)));
 }
 
@@ -280,8 +289,7 @@ void LpPoolKernel(KernelContext& ctx) {
     ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane)
         for (int64_t o = 0; o < out_size; ++o)
-          yp[plane * out_size + o] = LpCombine(xp + plane * in_size, windows.offsets.data() + windows.begin[o],
-                                               windows.begin[o + 1] - windows.begin[o], p);
+          yp[plane * out_size + o] = LpCombine(xp + plane * in_size, windows.Taps(o), p);
     });
   });
 }
@@ -435,19 +443,7 @@ void MaxPoolGradKernel(KernelContext& ctx) {
         const T* dyout = dyp + plane * out_size;
         T* dxin = dxp + plane * in_size;
         std::fill(dxin, dxin + in_size, T(0));
-        for (int64_t o = 0; o < out_size; ++o) {
-          const int64_t* taps = windows.offsets.data() + windows.begin[o];
-          const int64_t count = windows.begin[o + 1] - windows.begin[o];
-          int64_t best_offset = count > 0 ? taps[0] : 0;
-          T best = -std::numeric_limits<T>::infinity();
-          for (int64_t t = 0; t < count; ++t) {
-            if (xin[taps[t]] > best) {
-              best = xin[taps[t]];
-              best_offset = taps[t];
-            }
-          }
-          dxin[best_offset] += dyout[o];
-        }
+        for (int64_t o = 0; o < out_size; ++o) dxin[WindowMax(xin, windows.Taps(o)).second] += dyout[o];
       }
     });
   });
@@ -473,12 +469,11 @@ void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_sh
         T* dxin = dxp + plane * in_size;
         std::fill(dxin, dxin + in_size, T(0));
         for (int64_t o = 0; o < out_size; ++o) {
-          const int64_t* taps = windows.offsets.data() + windows.begin[o];
-          const int64_t count = windows.begin[o + 1] - windows.begin[o];
-          const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
+          const std::span<const int64_t> taps = windows.Taps(o);
+          const int64_t divisor = count_include_pad ? windows.padded_counts[o] : static_cast<int64_t>(taps.size());
           if (divisor <= 0) continue;
           const T share = dyout[o] / static_cast<T>(divisor);
-          for (int64_t t = 0; t < count; ++t) dxin[taps[t]] += share;
+          for (int64_t tap : taps) dxin[tap] += share;
         }
       }
     });
