@@ -115,16 +115,24 @@ int LabelInput(const std::vector<ValueInfo>& infos) {
   return -1;
 }
 
-// Correct predictions: argmax of each row of `logits` [N, C] against `labels` [N].
+// The index of the largest score in each row of float32 `scores` [N, C].
+std::vector<int64_t> ArgMaxRows(const Tensor& scores) {
+  std::vector<int64_t> classes;
+  const float* p = scores.data<float>();
+  for (int64_t row = 0; row < scores.dim(0); ++row, p += scores.dim(1))
+    classes.push_back(std::max_element(p, p + scores.dim(1)) - p);
+  return classes;
+}
+
+// Correct predictions: argmax of each row of `logits` [N, C] against `labels` [N]; -1 when the
+// shapes are not those of a classifier.
 int64_t CountCorrect(const Tensor& logits, const Tensor& labels) {
   if (logits.dtype() != DataType::kFloat32 || logits.rank() != 2 || labels.rank() != 1 ||
       logits.dim(0) != labels.dim(0))
     return -1;
-  std::vector<int64_t> truth = labels.ToInt64Vector();
-  const float* p = logits.data<float>();
-  int64_t classes = logits.dim(1), correct = 0;
-  for (int64_t row = 0; row < logits.dim(0); ++row, p += classes)
-    correct += (std::max_element(p, p + classes) - p) == truth[row];
+  std::vector<int64_t> truth = labels.ToInt64Vector(), predicted = ArgMaxRows(logits);
+  int64_t correct = 0;
+  for (size_t row = 0; row < truth.size(); ++row) correct += predicted[row] == truth[row];
   return correct;
 }
 
@@ -351,9 +359,8 @@ void Predict(const PredictOptions& o) {
     ET_CHECK(scores.dtype() == DataType::kFloat32 && scores.rank() == 2, ErrorCode::kInvalidArgument,
              "predict: the first output of '", o.model, "' must be float32 scores [batch, classes], got ",
              DataTypeName(scores.dtype()), " ", ShapeToString(scores.shape()));
-    const float* p = scores.data<float>();
-    for (int64_t row = 0; row < scores.dim(0); ++row, p += scores.dim(1))
-      predictions.push_back(std::max_element(p, p + scores.dim(1)) - p);
+    std::vector<int64_t> batch_predictions = ArgMaxRows(scores);
+    predictions.insert(predictions.end(), batch_predictions.begin(), batch_predictions.end());
   }
   if (!o.out.empty()) {
     WriteNpy(o.out, Tensor::FromVector<int64_t>(predictions, {static_cast<int64_t>(predictions.size())}));
