@@ -525,9 +525,7 @@ namespace {
 
 std::vector<ValueInfo> InfosOf(const Session& session, const std::vector<std::string>& names) {
   std::vector<ValueInfo> infos;
-  for (const std::string& name : names)
-    for (const ValueInfo* input : session.Inputs())
-      if (input->name == name) infos.push_back(*input);
+  for (const std::string& name : names) infos.push_back(InputInfo(session, name));
   return infos;
 }
 
