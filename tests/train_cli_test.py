@@ -12,6 +12,7 @@ import tempfile
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 from checks import expect, summary
 
@@ -135,6 +136,15 @@ def main():
         expect_error("training without an optimizer model", r, "IoError", "optimizer_model.onnx")
         r = run("predict", model, "--data", f"{tmp}/x.npy", "--labels", f"{tmp}/few.npy")
         expect_error("predict with too few labels", r, "InvalidArgument", "few.npy")
+        not_a_classifier = helper.make_model(helper.make_graph(
+            [helper.make_node("ReduceMax", ["input"], ["top"], axes=[1, 2], keepdims=0)], "top",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 28, 28])],
+            [helper.make_tensor_value_info("top", TensorProto.FLOAT, ["batch"])]),
+            opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(not_a_classifier, f"{tmp}/not_a_classifier.onnx")
+        r = run("predict", f"{tmp}/not_a_classifier.onnx", "--data", f"{tmp}/x.npy")
+        expect_error("predict with a model that outputs no class scores", r, "InvalidArgument",
+                     "must be float32 scores [batch, classes]")
 
     return summary("train_cli")
 
