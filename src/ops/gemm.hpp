@@ -1,7 +1,8 @@
-// Reference GEMM for float and double: C = alpha * op(A) * op(B) + beta * C, row-major with leading
-// dimensions, op(X) = X or X^T. Cache-blocked with packed panels of A and B and a register-tiled
-// micro-kernel that the compiler vectorises; on x86-64 an AVX2/FMA compilation of the same code is
-// chosen at run time when the CPU has it. Used by MatMul, Gemm, Einsum, Conv and gradient kernels.
+// GEMM for float and double: C = alpha * op(A) * op(B) + beta * C, row-major with leading
+// dimensions, op(X) = X or X^T. Used by MatMul, Gemm, Einsum, Conv and gradient kernels.
+// Float products go to oneDNN's sgemm when that backend is active (core/kernel_backend.hpp). The
+// reference code is cache-blocked with packed panels of A and B and a register-tiled micro-kernel
+// that the compiler vectorises; on x86-64 an AVX2/FMA compilation of it is chosen at run time.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/kernel_backend.hpp"
 #include "core/threading.hpp"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
@@ -145,8 +147,10 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
   const int64_t kc_max = std::min(g.k, kBlockK);
   const int64_t nc_max = std::min((g.n + NR - 1) / NR * NR, kBlockN);
   const int64_t mc_max = std::min((g.m + MR - 1) / MR * MR, kBlockM);
-  std::vector<T> packed_b(static_cast<size_t>(kc_max * nc_max));
-  std::vector<T> packed_a(static_cast<size_t>(kc_max * mc_max));
+  // Per-thread packing buffers that only grow: no allocation once the largest shape has run.
+  thread_local std::vector<T> packed_b, packed_a;
+  if (packed_b.size() < static_cast<size_t>(kc_max * nc_max)) packed_b.resize(static_cast<size_t>(kc_max * nc_max));
+  if (packed_a.size() < static_cast<size_t>(kc_max * mc_max)) packed_a.resize(static_cast<size_t>(kc_max * mc_max));
   for (int64_t j0 = 0; j0 < g.n; j0 += kBlockN) {
     const int64_t nc = std::min(kBlockN, g.n - j0);
     for (int64_t p0 = 0; p0 < g.k; p0 += kBlockK) {
@@ -242,6 +246,11 @@ void Serial(const Operands<T>& g) {
   BlockedGeneric(g);
 }
 
+// oneDNN's row-major sgemm with `threads` threads; false when this build has no oneDNN or it
+// refused the call (then the reference code runs). Defined in gemm_dnnl.cpp.
+bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads);
+
 }  // namespace gemm_detail
 
 // C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, all row-major; op(A) is A^T when
@@ -254,6 +263,11 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "Gemm supports float and double");
   gemm_detail::Operands<T> g{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
   const int threads = pool ? pool->num_threads() : 1;
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 0 && n > 0 && k > 0 && m * n * k > gemm_detail::kSmallProduct && UseDnnl() &&
+        gemm_detail::DnnlSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads))
+      return;
+  }
   constexpr int64_t kMinWorkPerThread = 1 << 18;  // multiply-adds
   if (threads <= 1 || m <= 0 || n <= 0 || m * n * std::max<int64_t>(k, 1) < 2 * kMinWorkPerThread) {
     gemm_detail::Serial(g);

@@ -99,6 +99,7 @@ struct OpKernelEntry {
   int64_t until_version = 1 << 30;  // last opset (inclusive)
   KernelFn kernel;
   bool deterministic = true;  // false for random ops: never constant-folded
+  bool in_place = false;      // element-wise: an output may share memory with the input it replaces
   GradientFn gradient;        // emits the backward nodes (ops/gradient.hpp); null: not differentiable
   std::shared_ptr<const FunctionDef> function;  // ai.edgetrain ops: the same op in standard ONNX ops
 };
@@ -154,12 +155,13 @@ inline void RegisterMicrosoft(OpRegistry& r, const std::string& op_type, KernelF
 
 // An ai.edgetrain operator: its kernel and its definition in standard ONNX ops.
 inline void RegisterFused(OpRegistry& r, const std::string& op_type, KernelFn fn,
-                          std::shared_ptr<const FunctionDef> function) {
+                          std::shared_ptr<const FunctionDef> function, bool in_place = false) {
   OpKernelEntry entry;
   entry.domain = kEdgetrainDomain;
   entry.op_type = op_type;
   entry.kernel = std::move(fn);
   entry.function = std::move(function);
+  entry.in_place = in_place;
   r.Register(std::move(entry));
 }
 

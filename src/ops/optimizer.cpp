@@ -203,9 +203,10 @@ std::shared_ptr<const FunctionDef> SGDMomentumUpdateFunction() {
 }  // namespace
 
 void RegisterOptimizerOps(OpRegistry& r) {
-  RegisterFused(r, "AdamWUpdate", AdamWUpdateKernel, AdamWUpdateFunction());
-  RegisterFused(r, "SGDUpdate", SGDUpdateKernel, SGDUpdateFunction());
-  RegisterFused(r, "SGDMomentumUpdate", SGDUpdateKernel, SGDMomentumUpdateFunction());
+  // The updates may overwrite the parameters and states they read (the training session binds them so).
+  RegisterFused(r, "AdamWUpdate", AdamWUpdateKernel, AdamWUpdateFunction(), true);
+  RegisterFused(r, "SGDUpdate", SGDUpdateKernel, SGDUpdateFunction(), true);
+  RegisterFused(r, "SGDMomentumUpdate", SGDUpdateKernel, SGDMomentumUpdateFunction(), true);
 }
 
 }  // namespace edgetrain

@@ -44,8 +44,8 @@ inline AdamCoefficients MakeAdamCoefficients(const AdamHyperparameters& h, doubl
   return c;
 }
 
-// One Adam update of `count` elements. Outputs may share memory with their inputs: each element is
-// read before it is written.
+// One Adam update of `count` elements. Outputs may share memory with their inputs (p_out == p,
+// m1_out == m1, m2_out == m2: the update in place): each element is read before it is written.
 template <typename T>
 void AdamUpdate(ThreadPool& pool, const AdamCoefficients& c, int64_t count, const T* p, const T* g, const T* m1,
                 const T* m2, T* p_out, T* m1_out, T* m2_out) {
@@ -54,24 +54,30 @@ void AdamUpdate(ThreadPool& pool, const AdamCoefficients& c, int64_t count, cons
   const T l2 = static_cast<T>(c.l2), keep_before = static_cast<T>(c.keep_before);
   const T keep_after = static_cast<T>(c.keep_after), step_size = static_cast<T>(c.step_size);
   const T inv_sqrt_bc = static_cast<T>(c.inv_sqrt_bc), eps = static_cast<T>(c.eps_eff);
+  auto element = [&](T w, T grad, T m1v, T m2v, T& w_out, T& m1_out, T& m2_out) {
+    grad += l2 * w;
+    const T first = b1 * m1v + one_minus_b1 * grad;
+    const T second = b2 * m2v + one_minus_b2 * grad * grad;
+    const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
+    m1_out = first;
+    m2_out = second;
+    w_out = (w * keep_before - step_size * (first / denom)) * keep_after;
+  };
+  // Every array is reached through one __restrict pointer, so that the loops vectorise.
+  auto in_place = [&](int64_t begin, int64_t end, T* __restrict pi, const T* __restrict gi, T* __restrict m1i,
+                      T* __restrict m2i) {
+    for (int64_t i = begin; i < end; ++i) element(pi[i], gi[i], m1i[i], m2i[i], pi[i], m1i[i], m2i[i]);
+  };
+  auto out_of_place = [&](int64_t begin, int64_t end, const T* __restrict pi, const T* __restrict gi,
+                          const T* __restrict m1i, const T* __restrict m2i, T* __restrict po, T* __restrict m1o,
+                          T* __restrict m2o) {
+    for (int64_t i = begin; i < end; ++i) element(pi[i], gi[i], m1i[i], m2i[i], po[i], m1o[i], m2o[i]);
+  };
   pool.ParallelFor(count, kOptimizerGrain, [&](int64_t begin, int64_t end) {
-    // Outputs never alias inputs (fresh tensors), so the loop vectorises.
-    const T* __restrict pi = p;
-    const T* __restrict gi = g;
-    const T* __restrict m1i = m1;
-    const T* __restrict m2i = m2;
-    T* __restrict po = p_out;
-    T* __restrict m1o = m1_out;
-    T* __restrict m2o = m2_out;
-    for (int64_t i = begin; i < end; ++i) {
-      const T w = pi[i];
-      const T grad = gi[i] + l2 * w;
-      const T first = b1 * m1i[i] + one_minus_b1 * grad;
-      const T second = b2 * m2i[i] + one_minus_b2 * grad * grad;
-      const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
-      m1o[i] = first;
-      m2o[i] = second;
-      po[i] = (w * keep_before - step_size * (first / denom)) * keep_after;
+    if (p_out == p && m1_out == m1 && m2_out == m2) {
+      in_place(begin, end, p_out, g, m1_out, m2_out);
+    } else {
+      out_of_place(begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
     }
   });
 }

@@ -16,21 +16,21 @@ int64_t NodeOpset(const Node& node, const Model& model) {
   return node.opset ? node.opset : model.OpsetFor(node.domain);
 }
 
-using OutputAllocator = std::function<Tensor(size_t output, const Shape& shape, DataType dtype)>;
-using SubgraphRunner = std::function<std::vector<RuntimeValue>(const Graph&, const std::vector<RuntimeValue>&)>;
+// Where a node's requested outputs get their memory.
+class OutputMemory {
+ public:
+  virtual ~OutputMemory() = default;
+  virtual Tensor Allocate(size_t output, const Shape& shape, DataType dtype) = 0;
+};
 
-// The KernelContext of one node execution: inputs point at runtime values, outputs are written
-// through `allocate` (which decides where the memory comes from).
+// The KernelContext of one node execution: inputs point at runtime values, requested outputs get
+// memory from `memory`, unrequested ones reuse `scratch` (kept by the caller between runs).
 class StepContext final : public KernelContext {
  public:
   StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
-              std::vector<const RuntimeValue*> inputs, std::vector<RuntimeValue*> outputs, OutputAllocator allocate,
-              SubgraphRunner run_subgraph)
-      : inputs_(std::move(inputs)),
-        outputs_(std::move(outputs)),
-        allocate_(std::move(allocate)),
-        run_subgraph_(std::move(run_subgraph)),
-        scratch_(outputs_.size()) {
+              const std::vector<const RuntimeValue*>& inputs, const std::vector<RuntimeValue*>& outputs,
+              std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, const Graph* graph)
+      : inputs_(inputs), outputs_(outputs), scratch_(scratch), memory_(memory), executor_(executor), graph_(graph) {
     node_ = &node;
     opset_ = opset;
     threads_ = threads;
@@ -69,11 +69,13 @@ class StepContext final : public KernelContext {
   Tensor& Output(size_t i, const Shape& shape, DataType dtype) override {
     ET_CHECK(i < outputs_.size(), ErrorCode::kInternal, node_->Describe(), ": output ", i, " does not exist");
     if (!outputs_[i]) {
-      scratch_[i] = Tensor(dtype, shape, node_->Describe() + " output " + std::to_string(i));
-      return scratch_[i];
+      Tensor& scratch = scratch_[i];
+      if (scratch.dtype() != dtype || scratch.shape() != shape)
+        scratch = Tensor(dtype, shape, node_->Describe() + " output " + std::to_string(i));
+      return scratch;
     }
     outputs_[i]->is_sequence = false;
-    outputs_[i]->tensor = allocate_(i, shape, dtype);
+    outputs_[i]->tensor = memory_.Allocate(i, shape, dtype);
     return outputs_[i]->tensor;
   }
 
@@ -85,26 +87,20 @@ class StepContext final : public KernelContext {
     outputs_[i]->sequence = std::move(sequence);
   }
 
-  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override {
-    ET_CHECK(run_subgraph_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(),
-             ": subgraphs cannot run in this context");
-    return run_subgraph_(graph, inputs);
-  }
+  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
 
   const ValueInfo* DeclaredOutput(size_t i) const override {
     if (!graph_ || i >= node_->outputs.size() || node_->outputs[i].empty()) return nullptr;
     return graph_->FindValueInfo(node_->outputs[i]);
   }
-  // The graph the node belongs to, for DeclaredOutput.
-  void SetGraph(const Graph* graph) { graph_ = graph; }
 
  private:
-  std::vector<const RuntimeValue*> inputs_;
-  std::vector<RuntimeValue*> outputs_;
-  OutputAllocator allocate_;
-  SubgraphRunner run_subgraph_;
-  std::vector<Tensor> scratch_;
-  const Graph* graph_ = nullptr;
+  const std::vector<const RuntimeValue*>& inputs_;
+  const std::vector<RuntimeValue*>& outputs_;
+  std::vector<Tensor>& scratch_;
+  OutputMemory& memory_;
+  GraphExecutor* executor_;  // runs subgraphs; null where they cannot run
+  const Graph* graph_;       // the graph the node belongs to, for DeclaredOutput
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
@@ -135,12 +131,15 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
   }
   std::vector<RuntimeValue*> out_ptrs;
   for (size_t i = 0; i < node.outputs.size(); ++i) out_ptrs.push_back(node.outputs[i].empty() ? nullptr : &out_values[i]);
-  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs,
-                  [&](size_t i, const Shape& shape, DataType dtype) {
-                    return Tensor(dtype, shape, node.Describe() + " output '" + node.outputs[i] + "'");
-                  },
-                  nullptr);
-  ctx.SetGraph(&graph);
+  struct FreshMemory final : OutputMemory {
+    const Node& node;
+    explicit FreshMemory(const Node& n) : node(n) {}
+    Tensor Allocate(size_t i, const Shape& shape, DataType dtype) override {
+      return Tensor(dtype, shape, node.Describe() + " output '" + node.outputs[i] + "'");
+    }
+  } memory(node);
+  std::vector<Tensor> scratch(node.outputs.size());
+  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, scratch, memory, nullptr, &graph);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
   for (auto& v : out_values) {
@@ -182,59 +181,81 @@ class GraphExecutor {
 
   std::vector<RuntimeValue> Run(const std::vector<std::pair<size_t, RuntimeValue>>& feeds,
                                 const std::vector<size_t>& fetch_slots) {
-    for (size_t s = 0; s < values_.size(); ++s) values_[s] = RuntimeValue();
-    for (const auto& [slot, tensor] : initializer_values_) values_[slot].tensor = tensor;
+    for (size_t s = 0; s < values_.size(); ++s)
+      if (!is_initializer_[s]) values_[s] = RuntimeValue();
     for (const auto& [slot, name] : outer_slots_) values_[slot] = parent_->Lookup(name);
     for (const auto& [slot, value] : feeds) values_[slot] = value;
 
-    std::string signature;
-    for (const auto& [slot, value] : feeds) signature += std::to_string(slot) + ":" + ShapeToString(value.tensor.shape());
-    bool planned = plan_memory_ && plan_valid_ && signature == plan_signature_;
-    if (!planned) {
+    signature_.clear();
+    for (const auto& [slot, value] : feeds) {
+      signature_.push_back(static_cast<int64_t>(slot));
+      signature_.push_back(static_cast<int64_t>(value.tensor.rank()));
+      signature_.insert(signature_.end(), value.tensor.shape().begin(), value.tensor.shape().end());
+    }
+    run_planned_ = plan_memory_ && plan_valid_ && signature_ == plan_signature_;
+    if (!run_planned_) {
       std::fill(planned_bytes_.begin(), planned_bytes_.end(), 0);
       std::fill(define_step_.begin(), define_step_.end(), -1);
     }
-    bool plan_broken = false;
+    plan_broken_ = false;
 
     for (size_t k = 0; k < steps_.size(); ++k) {
-      const Step& step = steps_[k];
-      std::vector<const RuntimeValue*> inputs;
-      for (size_t s : step.inputs) inputs.push_back(s == kNoSlot ? nullptr : &values_[s]);
-      std::vector<RuntimeValue*> outputs;
-      for (size_t s : step.outputs) outputs.push_back(s == kNoSlot ? nullptr : &values_[s]);
-      auto allocate = [&, k](size_t i, const Shape& shape, DataType dtype) -> Tensor {
-        size_t slot = step.outputs[i];
-        std::string what = step.node->Describe() + " output '" + step.node->outputs[i] + "'";
-        if (!plan_memory_ || pinned_[slot]) return Tensor(dtype, shape, what);
-        if (planned) {
-          uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(dtype);
-          if (bytes <= planned_bytes_[slot] && planned_offset_[slot] >= 0)
-            return Tensor::Borrow(dtype, shape, static_cast<uint8_t*>(arena_.raw()) + planned_offset_[slot]);
-          plan_broken = true;  // data-dependent size grew: fall back, replan next run
-          return Tensor(dtype, shape, what);
-        }
-        Tensor t(dtype, shape, what);
-        planned_bytes_[slot] = std::max<uint64_t>(planned_bytes_[slot], t.nbytes());
-        define_step_[slot] = static_cast<int64_t>(k);
-        return t;
-      };
-      SubgraphRunner run_subgraph = [this](const Graph& g, const std::vector<RuntimeValue>& in) {
-        return RunSubgraph(g, in);
-      };
-      StepContext ctx(*step.node, step.opset, threads_, rng_, std::move(inputs), std::move(outputs), allocate,
-                      run_subgraph);
-      ctx.SetGraph(&graph_);
+      Step& step = steps_[k];
+      StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
+                      step.memory, this, &graph_);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       for (size_t s : step.release) values_[s] = RuntimeValue();
     }
 
     std::vector<RuntimeValue> out;
+    out.reserve(fetch_slots.size());
     for (size_t s : fetch_slots) out.push_back(values_[s]);
     for (size_t s = 0; s < values_.size(); ++s)
       if (!pinned_[s]) values_[s] = RuntimeValue();
-    if (plan_memory_ && !planned) BuildPlan(signature);
-    if (plan_broken) plan_valid_ = false;
+    if (plan_memory_ && !run_planned_) BuildPlan();
+    if (plan_broken_) plan_valid_ = false;
     return out;
+  }
+
+  // Memory for output i of step k: the bound tensor, a planned place in the arena, or fresh memory.
+  Tensor AllocateOutput(size_t k, size_t i, const Shape& shape, DataType dtype) {
+    const Step& step = steps_[k];
+    const size_t slot = step.outputs[i];
+    if (CanWriteBound(k, slot, shape, dtype)) return Tensor::Borrow(dtype, shape, bound_[slot].raw());
+    auto fresh = [&] { return Tensor(dtype, shape, step.node->Describe() + " output '" + step.node->outputs[i] + "'"); };
+    if (!plan_memory_ || pinned_[slot]) return fresh();
+    if (run_planned_) {
+      uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(dtype);
+      if (bytes <= planned_bytes_[slot] && planned_offset_[slot] >= 0)
+        return Tensor::Borrow(dtype, shape, static_cast<uint8_t*>(arena_.raw()) + planned_offset_[slot]);
+      plan_broken_ = true;  // data-dependent size grew: fall back, replan next run
+      return fresh();
+    }
+    Tensor t = fresh();
+    planned_bytes_[slot] = std::max<uint64_t>(planned_bytes_[slot], t.nbytes());
+    define_step_[slot] = static_cast<int64_t>(k);
+    return t;
+  }
+
+  void BindOutput(size_t slot, const Tensor& target) { bound_[slot] = target; }
+
+  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
+    auto it = children_.find(&graph);
+    if (it == children_.end())
+      it = children_.emplace(&graph, std::make_unique<GraphExecutor>(graph, model_, threads_, rng_, this, false)).first;
+    GraphExecutor& child = *it->second;
+    ET_CHECK(inputs.size() <= graph.inputs.size(), ErrorCode::kInvalidModel, "subgraph '", graph.name, "' takes ",
+             graph.inputs.size(), " inputs, got ", inputs.size());
+    std::vector<std::pair<size_t, RuntimeValue>> feeds;
+    for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(child.SlotOf(graph.inputs[i].name), inputs[i]);
+    std::vector<size_t> fetch;
+    for (const auto& o : graph.outputs) {
+      size_t s = child.SlotOf(o.name);
+      ET_CHECK(s != kNoSlot, ErrorCode::kInvalidModel, "subgraph '", graph.name, "' output '", o.name,
+               "' is never computed");
+      fetch.push_back(s);
+    }
+    return child.Run(feeds, fetch);
   }
 
   size_t SlotOf(const std::string& name) const {
@@ -253,12 +274,41 @@ class GraphExecutor {
   }
 
  private:
-  struct Step {
-    const Node* node;
-    const OpKernelEntry* kernel;
-    int64_t opset;
-    std::vector<size_t> inputs, outputs, release;
+  // Gives step k's outputs memory through AllocateOutput.
+  struct StepMemory final : OutputMemory {
+    GraphExecutor* executor = nullptr;
+    size_t step = 0;
+    Tensor Allocate(size_t output, const Shape& shape, DataType dtype) override {
+      return executor->AllocateOutput(step, output, shape, dtype);
+    }
   };
+
+  struct Step {
+    const Node* node = nullptr;
+    const OpKernelEntry* kernel = nullptr;
+    int64_t opset = 0;
+    std::vector<size_t> inputs, outputs, release;
+    // Pointers into values_ (fixed once compiled), so that a run builds no per-step lists.
+    std::vector<const RuntimeValue*> input_values;
+    std::vector<RuntimeValue*> output_values;
+    std::vector<Tensor> scratch;  // unrequested outputs, reused between runs
+    StepMemory memory;
+  };
+
+  // True when output `slot` (made by step k) is bound and may be written there: same dtype and
+  // element count, and no fed value that a later step reads lives in that memory (the step itself
+  // may read it only if its kernel works in place).
+  bool CanWriteBound(size_t k, size_t slot, const Shape& shape, DataType dtype) const {
+    const Tensor& target = bound_[slot];
+    if (!target.defined() || target.dtype() != dtype || target.numel() != NumElements(shape)) return false;
+    for (size_t s : input_slots_) {
+      const RuntimeValue& v = values_[s];
+      if (v.is_sequence || v.tensor.raw() != target.raw()) continue;
+      if (last_use_[s] > static_cast<int64_t>(k)) return false;
+      if (last_use_[s] == static_cast<int64_t>(k) && !steps_[k].kernel->in_place) return false;
+    }
+    return true;
+  }
 
   size_t AddSlot(const std::string& name) {
     auto [it, inserted] = slot_of_.emplace(name, values_.size());
@@ -277,7 +327,9 @@ class GraphExecutor {
     for (const auto& in : graph_.inputs) AddSlot(in.name);
     for (size_t index : order) {
       const Node& node = graph_.nodes[index];
-      Step step{&node, nullptr, NodeOpset(node, model_), {}, {}, {}};
+      Step step;
+      step.node = &node;
+      step.opset = NodeOpset(node, model_);
       step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
       ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
                node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
@@ -319,6 +371,21 @@ class GraphExecutor {
     planned_bytes_.assign(values_.size(), 0);
     planned_offset_.assign(values_.size(), -1);
     define_step_.assign(values_.size(), -1);
+    bound_.assign(values_.size(), Tensor());
+    is_initializer_.assign(values_.size(), false);
+    for (const auto& [slot, tensor] : initializer_values_) {
+      is_initializer_[slot] = true;
+      values_[slot].tensor = tensor;
+    }
+    for (const auto& in : graph_.inputs) input_slots_.push_back(slot_of_[in.name]);
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      Step& step = steps_[k];
+      for (size_t s : step.inputs) step.input_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
+      for (size_t s : step.outputs) step.output_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
+      step.scratch.resize(step.outputs.size());
+      step.memory.executor = this;
+      step.memory.step = k;
+    }
   }
 
   static void CollectReads(const Graph& graph, std::unordered_set<std::string>& read) {
@@ -349,7 +416,7 @@ class GraphExecutor {
 
   // Greedy placement by size: each value gets the lowest 64-byte-aligned offset that does not
   // overlap any already placed value whose lifetime [define, last use] intersects its own.
-  void BuildPlan(const std::string& signature) {
+  void BuildPlan() {
     std::vector<size_t> order;
     for (size_t s = 0; s < values_.size(); ++s)
       if (define_step_[s] >= 0 && planned_bytes_[s] > 0) order.push_back(s);
@@ -375,27 +442,8 @@ class GraphExecutor {
       placed.push_back(s);
     }
     arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
-    plan_signature_ = signature;
+    plan_signature_ = signature_;
     plan_valid_ = true;
-  }
-
-  std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
-    auto it = children_.find(&graph);
-    if (it == children_.end())
-      it = children_.emplace(&graph, std::make_unique<GraphExecutor>(graph, model_, threads_, rng_, this, false)).first;
-    GraphExecutor& child = *it->second;
-    ET_CHECK(inputs.size() <= graph.inputs.size(), ErrorCode::kInvalidModel, "subgraph '", graph.name, "' takes ",
-             graph.inputs.size(), " inputs, got ", inputs.size());
-    std::vector<std::pair<size_t, RuntimeValue>> feeds;
-    for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(child.SlotOf(graph.inputs[i].name), inputs[i]);
-    std::vector<size_t> fetch;
-    for (const auto& o : graph.outputs) {
-      size_t s = child.SlotOf(o.name);
-      ET_CHECK(s != kNoSlot, ErrorCode::kInvalidModel, "subgraph '", graph.name, "' output '", o.name,
-               "' is never computed");
-      fetch.push_back(s);
-    }
-    return child.Run(feeds, fetch);
   }
 
   const Graph& graph_;
@@ -411,13 +459,22 @@ class GraphExecutor {
   std::vector<std::pair<size_t, std::string>> outer_slots_;
   std::vector<Step> steps_;
   std::vector<bool> pinned_;  // never released or placed in the arena during a run
+  std::vector<bool> is_initializer_;
+  std::vector<size_t> input_slots_;  // the graph inputs'
+  std::vector<Tensor> bound_;        // per slot: where a bound output is written (BindOutput)
   std::vector<int64_t> last_use_, define_step_, planned_offset_;
   std::vector<uint64_t> planned_bytes_;
   Tensor arena_;
-  std::string plan_signature_;
+  std::vector<int64_t> signature_, plan_signature_;  // feed slots and shapes of this run / of the plan
   bool plan_valid_ = false;
+  bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
   std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
 };
+
+std::vector<RuntimeValue> StepContext::RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
+  ET_CHECK(executor_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(), ": subgraphs cannot run in this context");
+  return executor_->RunSubgraph(graph, inputs);
+}
 
 Session::Session(Model model, SessionOptions options)
     : model_(std::move(model)),
@@ -477,6 +534,14 @@ std::vector<std::string> Session::OutputNames() const {
   std::vector<std::string> names;
   for (const auto& o : model_.graph.outputs) names.push_back(o.name);
   return names;
+}
+
+void Session::BindOutput(const std::string& name, const Tensor& target) {
+  std::vector<std::string> outputs = OutputNames();
+  ET_CHECK(std::find(outputs.begin(), outputs.end(), name) != outputs.end(), ErrorCode::kInvalidArgument,
+           model_.source, ": cannot bind '", name, "': it is not an output of the model");
+  size_t slot = executor_->SlotOf(name);
+  if (slot != kNoSlot) executor_->BindOutput(slot, target);
 }
 
 size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }

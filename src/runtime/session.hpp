@@ -43,6 +43,11 @@ class Session {
   std::vector<const ValueInfo*> Inputs() const;
   std::vector<std::string> InputNames() const;
   std::vector<std::string> OutputNames() const;
+  // Output binding: later runs write graph output `name` straight into `target`'s memory when its
+  // kernel makes the same dtype and element count and no fed value still to be read lives there
+  // (an in-place kernel may overwrite the very input it reads). Otherwise the output gets fresh
+  // memory: compare the fetched tensor with target.SameData(). An undefined tensor unbinds.
+  void BindOutput(const std::string& name, const Tensor& target);
   // Bytes of the intermediate-tensor arena planned for the last input shapes (0 before a run).
   size_t planned_peak_bytes() const;
   void SetSeed(uint64_t seed);

@@ -110,6 +110,8 @@ struct TrainingSession::Impl {
   std::map<std::string, std::string> state_updates;  // training output -> parameter it overwrites
   std::vector<std::string> train_inputs, train_outputs, eval_inputs, eval_outputs;
   bool reset_gradients = true;
+  std::map<std::string, std::string> gradient_outputs;  // <param>_grad output -> param
+  bool gradients_bound = false;  // the training model writes <param>_grad straight into the buffers
 
   // ORT's layout (ort_layout.hpp): the graph accumulates into buffers the session feeds.
   std::map<std::string, std::string> accumulation_buffers;  // buffer input -> parameter
@@ -138,6 +140,12 @@ struct TrainingSession::Impl {
     ET_CHECK(!state.is_nominal(), ErrorCode::kInvalidArgument, what,
              ": the checkpoint is nominal; supply the parameters with CopyBufferToParameters(buffer, "
              "trainable_only=false) first");
+  }
+  // Bound while gradients are replaced; unbound while they accumulate (then added after the run).
+  void BindGradientOutputs(bool bind) {
+    if (bind == gradients_bound) return;
+    for (const auto& [output, param] : gradient_outputs) training->BindOutput(output, bind ? gradients[param] : Tensor());
+    gradients_bound = bind;
   }
   std::map<std::string, Tensor> Feeds(const std::vector<std::string>& user_inputs, const std::vector<Tensor>& inputs,
                                       const Session& session) const;
@@ -200,8 +208,9 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
   accumulator_flags.insert(accumulators.flag_outputs.begin(), accumulators.flag_outputs.end());
   for (const ValueInfo& out : model.graph.outputs) {
     const std::string& name = out.name;
-    bool internal = state_updates.count(name) || accumulated_outputs.count(name) || accumulator_flags.count(name) ||
-                    (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix)));
+    bool gradient = name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix));
+    if (gradient) gradient_outputs[name] = Strip(name, kGradSuffix);
+    bool internal = state_updates.count(name) || accumulated_outputs.count(name) || accumulator_flags.count(name) || gradient;
     if (!internal) train_outputs.push_back(name);
   }
 }
@@ -273,6 +282,7 @@ void TrainingSession::Impl::BindOptimizerModel() {
              ErrorCode::kInvalidModel, "optimizer model '", source, "': output '", out,
              "' does not name an input it updates (<input>", kStateUpdateSuffix, ")");
     optimizer_updates.emplace_back(out, targets.at(Strip(out, kStateUpdateSuffix)));
+    optimizer->BindOutput(out, *optimizer_updates.back().second);  // updated in place where the kernel can
   }
   InitLearningRate(resume);
 }
@@ -380,6 +390,7 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
   s.CheckMaterialized("TrainStep");
   CheckInputCount("TrainStep", s.train_inputs, inputs);
   std::vector<std::string> fetches = s.training->OutputNames();
+  s.BindGradientOutputs(s.reset_gradients);
   std::vector<Tensor> results = s.training->Run(s.Feeds(s.train_inputs, inputs, *s.training), fetches);
 
   std::vector<Tensor> outputs;
@@ -394,7 +405,7 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
     } else if (name.ends_with(kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
       Tensor& buffer = s.gradients[Strip(name, kGradSuffix)];
       if (s.reset_gradients) {
-        CopyInto(buffer, results[i], name);
+        if (!results[i].SameData(buffer)) CopyInto(buffer, results[i], name);
       } else {
         AddInto(buffer, results[i], name);
       }
@@ -429,7 +440,10 @@ void TrainingSession::OptimizerStep() {
   std::vector<std::string> fetches;
   for (const auto& update : s.optimizer_updates) fetches.push_back(update.first);
   std::vector<Tensor> results = s.optimizer->Run(feeds, fetches);
-  for (size_t i = 0; i < results.size(); ++i) CopyInto(*s.optimizer_updates[i].second, results[i], fetches[i]);
+  for (size_t i = 0; i < results.size(); ++i) {
+    Tensor& target = *s.optimizer_updates[i].second;
+    if (!results[i].SameData(target)) CopyInto(target, results[i], fetches[i]);
+  }
   ++opt.step;
 }
 

@@ -1,0 +1,18 @@
+// Which implementation runs the kernels that have two: oneDNN's (when edgetrain is built with it)
+// or edgetrain's own reference code. The reference kernels always stay; the tests run both.
+#pragma once
+
+namespace edgetrain {
+
+enum class KernelBackend { kReference, kDnnl };
+
+// True when this build links oneDNN (CMake option EDGETRAIN_WITH_DNNL).
+bool DnnlAvailable();
+// The process-wide choice: oneDNN when available, unless the environment sets
+// EDGETRAIN_KERNELS=reference.
+KernelBackend ActiveKernelBackend();
+// Throws kInvalidArgument when asked for oneDNN in a build without it.
+void SetKernelBackend(KernelBackend backend);
+inline bool UseDnnl() { return ActiveKernelBackend() == KernelBackend::kDnnl; }
+
+}  // namespace edgetrain

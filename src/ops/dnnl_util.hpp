@@ -1,0 +1,62 @@
+// Shared plumbing for kernels that run on oneDNN primitives: the CPU engine, a stream per thread,
+// a per-thread cache of primitives keyed by their configuration, and a user scratchpad that only
+// grows (so a steady-state step allocates nothing). Only compiled with EDGETRAIN_WITH_DNNL.
+#pragma once
+
+#if defined(EDGETRAIN_WITH_DNNL)
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace edgetrain::dnnl_util {
+
+dnnl::engine& CpuEngine();
+dnnl::stream& CpuStream();
+
+// A cache key built from integers without allocating once its buffer has grown.
+class Key {
+ public:
+  Key& Add(int64_t v) {
+    text_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  Key& Add(std::initializer_list<int64_t> values) {
+    for (int64_t v : values) Add(v);
+    return *this;
+  }
+  Key& Add(const std::vector<int64_t>& values) {
+    Add(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) Add(v);
+    return *this;
+  }
+  const std::string& text() const { return text_; }
+  void Clear() { text_.clear(); }
+
+ private:
+  std::string text_;
+};
+
+// The primitive of kind `Entry` cached under `key` for this thread, made by `make` on a miss.
+template <typename Entry>
+Entry& Cached(const Key& key, const std::function<Entry()>& make) {
+  thread_local std::unordered_map<std::string, std::unique_ptr<Entry>> cache;
+  auto it = cache.find(key.text());
+  if (it == cache.end()) it = cache.emplace(key.text(), std::make_unique<Entry>(make())).first;
+  return *it->second;
+}
+
+// This thread's scratchpad of at least `bytes` (for primitives made with scratchpad_mode::user).
+// Creating dnnl::memory objects allocates: cache them with the primitive and call
+// set_data_handle(ScratchpadBuffer(...)) / set_data_handle(tensor data) on each execution.
+void* ScratchpadBuffer(size_t bytes);
+
+}  // namespace edgetrain::dnnl_util
+
+#endif
