@@ -280,7 +280,13 @@ Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& s
   model.opsets = ctx.opsets;
   for (const auto& f : proto.functions()) ctx.local_functions[NormalDomain(f.domain()) + ":" + f.name()] = &f;
 
-  if (options.infer_shapes) {
+  bool infer = options.infer_shapes;
+  for (int i = 0; !infer && options.needs_shapes && i < proto.graph().node_size(); ++i) {
+    const onnx::NodeProto& node = proto.graph().node(i);
+    const std::string domain = NormalDomain(node.domain());
+    infer = options.needs_shapes(domain, node.op_type(), ctx.opsets.count(domain) ? ctx.opsets[domain] : 1);
+  }
+  if (infer) {
     onnx::ModelProto inferred = ShapeInferenceSafeCopy(proto);
     try {
       onnx::ShapeInferenceOptions opts{false, 0, false};  // data propagation crashes in ONNX 1.12

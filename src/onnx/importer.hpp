@@ -16,6 +16,9 @@ struct ImportOptions {
   // defines a function body are expanded into that body. Null: expand nothing.
   std::function<bool(const std::string&, const std::string&, int64_t)> has_kernel;
   bool infer_shapes = true;
+  // When infer_shapes is false, inference still runs if this holds for some node of the main
+  // graph (domain, op, opset): e.g. ops whose kernels read the shapes a model declares.
+  std::function<bool(const std::string&, const std::string&, int64_t)> needs_shapes;
   // > 0: models importing an older default-domain opset are converted to this one first.
   int64_t upgrade_to_opset = 0;
 };

@@ -75,6 +75,13 @@ class KernelContext {
     return nullptr;
   }
 
+  // True when input i was fed by a caller that lets the session overwrite it (Session::AllowOverwrite)
+  // and no later node reads it: a kernel may then write its result into the input's memory.
+  virtual bool InputMayBeOverwritten(size_t i) const {
+    (void)i;
+    return false;
+  }
+
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
   std::optional<std::vector<int64_t>> IntsFromInputOrAttr(size_t index, const std::string& attr) const;
@@ -100,6 +107,7 @@ struct OpKernelEntry {
   KernelFn kernel;
   bool deterministic = true;  // false for random ops: never constant-folded
   bool in_place = false;      // element-wise: an output may share memory with the input it replaces
+  bool reads_declared_outputs = false;  // calls KernelContext::DeclaredOutput (needs shape inference)
   GradientFn gradient;        // emits the backward nodes (ops/gradient.hpp); null: not differentiable
   std::shared_ptr<const FunctionDef> function;  // ai.edgetrain ops: the same op in standard ONNX ops
 };

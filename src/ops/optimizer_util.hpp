@@ -44,41 +44,92 @@ inline AdamCoefficients MakeAdamCoefficients(const AdamHyperparameters& h, doubl
   return c;
 }
 
+namespace optimizer_detail {
+
+#if defined(__GNUC__)
+#define EDGETRAIN_OPTIMIZER_INLINE inline __attribute__((always_inline))
+#else
+#define EDGETRAIN_OPTIMIZER_INLINE inline
+#endif
+
+// The coefficients as values of the element type (passed by value so that loops keep them in registers).
+template <typename T>
+struct AdamConstants {
+  T b1, b2, one_minus_b1, one_minus_b2, l2, keep_before, keep_after, step_size, inv_sqrt_bc, eps;
+};
+
+template <typename T>
+EDGETRAIN_OPTIMIZER_INLINE void AdamElement(const AdamConstants<T>& k, T w, T grad, T m1, T m2, T& w_out, T& m1_out,
+                                            T& m2_out) {
+  grad += k.l2 * w;
+  const T first = k.b1 * m1 + k.one_minus_b1 * grad;
+  const T second = k.b2 * m2 + k.one_minus_b2 * grad * grad;
+  const T denom = std::sqrt(second) * k.inv_sqrt_bc + k.eps;
+  m1_out = first;
+  m2_out = second;
+  w_out = (w * k.keep_before - k.step_size * (first / denom)) * k.keep_after;
+}
+
+// Every array is reached through one __restrict pointer, so that the loops vectorise.
+template <typename T>
+EDGETRAIN_OPTIMIZER_INLINE void AdamInPlace(const AdamConstants<T> k, int64_t begin, int64_t end, T* __restrict p,
+                                            const T* __restrict g, T* __restrict m1, T* __restrict m2) {
+  for (int64_t i = begin; i < end; ++i) AdamElement(k, p[i], g[i], m1[i], m2[i], p[i], m1[i], m2[i]);
+}
+
+template <typename T>
+EDGETRAIN_OPTIMIZER_INLINE void AdamOutOfPlace(const AdamConstants<T> k, int64_t begin, int64_t end,
+                                               const T* __restrict p, const T* __restrict g, const T* __restrict m1,
+                                               const T* __restrict m2, T* __restrict p_out, T* __restrict m1_out,
+                                               T* __restrict m2_out) {
+  for (int64_t i = begin; i < end; ++i) AdamElement(k, p[i], g[i], m1[i], m2[i], p_out[i], m1_out[i], m2_out[i]);
+}
+
+template <typename T>
+void AdamRange(const AdamConstants<T> k, int64_t begin, int64_t end, const T* p, const T* g, const T* m1, const T* m2,
+               T* p_out, T* m1_out, T* m2_out) {
+  if (p_out == p && m1_out == m1 && m2_out == m2) {
+    AdamInPlace(k, begin, end, p_out, g, m1_out, m2_out);
+  } else {
+    AdamOutOfPlace(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
+#define EDGETRAIN_OPTIMIZER_AVX2_DISPATCH 1
+// The same loops compiled for AVX2/FMA, chosen at run time when the CPU has them.
+template <typename T>
+__attribute__((target("avx2,fma"))) void AdamRangeAvx2(const AdamConstants<T> k, int64_t begin, int64_t end,
+                                                       const T* p, const T* g, const T* m1, const T* m2, T* p_out,
+                                                       T* m1_out, T* m2_out) {
+  if (p_out == p && m1_out == m1 && m2_out == m2) {
+    AdamInPlace(k, begin, end, p_out, g, m1_out, m2_out);
+  } else {
+    AdamOutOfPlace(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
+  }
+}
+#endif
+
+}  // namespace optimizer_detail
+
 // One Adam update of `count` elements. Outputs may share memory with their inputs (p_out == p,
 // m1_out == m1, m2_out == m2: the update in place): each element is read before it is written.
 template <typename T>
 void AdamUpdate(ThreadPool& pool, const AdamCoefficients& c, int64_t count, const T* p, const T* g, const T* m1,
                 const T* m2, T* p_out, T* m1_out, T* m2_out) {
-  const T b1 = static_cast<T>(c.beta1), b2 = static_cast<T>(c.beta2);
-  const T one_minus_b1 = static_cast<T>(1 - c.beta1), one_minus_b2 = static_cast<T>(1 - c.beta2);
-  const T l2 = static_cast<T>(c.l2), keep_before = static_cast<T>(c.keep_before);
-  const T keep_after = static_cast<T>(c.keep_after), step_size = static_cast<T>(c.step_size);
-  const T inv_sqrt_bc = static_cast<T>(c.inv_sqrt_bc), eps = static_cast<T>(c.eps_eff);
-  auto element = [&](T w, T grad, T m1v, T m2v, T& w_out, T& m1_out, T& m2_out) {
-    grad += l2 * w;
-    const T first = b1 * m1v + one_minus_b1 * grad;
-    const T second = b2 * m2v + one_minus_b2 * grad * grad;
-    const T denom = std::sqrt(second) * inv_sqrt_bc + eps;
-    m1_out = first;
-    m2_out = second;
-    w_out = (w * keep_before - step_size * (first / denom)) * keep_after;
-  };
-  // Every array is reached through one __restrict pointer, so that the loops vectorise.
-  auto in_place = [&](int64_t begin, int64_t end, T* __restrict pi, const T* __restrict gi, T* __restrict m1i,
-                      T* __restrict m2i) {
-    for (int64_t i = begin; i < end; ++i) element(pi[i], gi[i], m1i[i], m2i[i], pi[i], m1i[i], m2i[i]);
-  };
-  auto out_of_place = [&](int64_t begin, int64_t end, const T* __restrict pi, const T* __restrict gi,
-                          const T* __restrict m1i, const T* __restrict m2i, T* __restrict po, T* __restrict m1o,
-                          T* __restrict m2o) {
-    for (int64_t i = begin; i < end; ++i) element(pi[i], gi[i], m1i[i], m2i[i], po[i], m1o[i], m2o[i]);
-  };
+  using namespace optimizer_detail;
+  const AdamConstants<T> k{static_cast<T>(c.beta1),       static_cast<T>(c.beta2),      static_cast<T>(1 - c.beta1),
+                           static_cast<T>(1 - c.beta2),   static_cast<T>(c.l2),         static_cast<T>(c.keep_before),
+                           static_cast<T>(c.keep_after),  static_cast<T>(c.step_size),  static_cast<T>(c.inv_sqrt_bc),
+                           static_cast<T>(c.eps_eff)};
+#if defined(EDGETRAIN_OPTIMIZER_AVX2_DISPATCH)
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  auto range = avx2 ? AdamRangeAvx2<T> : AdamRange<T>;
+#else
+  auto range = AdamRange<T>;
+#endif
   pool.ParallelFor(count, kOptimizerGrain, [&](int64_t begin, int64_t end) {
-    if (p_out == p && m1_out == m1 && m2_out == m2) {
-      in_place(begin, end, p_out, g, m1_out, m2_out);
-    } else {
-      out_of_place(begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
-    }
+    range(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
   });
 }
 

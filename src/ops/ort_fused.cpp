@@ -281,11 +281,16 @@ void AdamWOptimizerKernel(KernelContext& ctx) {
     return;
   }
   const AdamCoefficients c = MakeAdamCoefficients(h, lr, static_cast<double>(step));
+  // Like ORT's kernel, update the fed tensors themselves where the session allows it.
+  const bool in_place = ctx.InputMayBeOverwritten(2) && ctx.InputMayBeOverwritten(4) && ctx.InputMayBeOverwritten(5);
   TensorSequence weights, m1s, m2s;
   for (size_t k = 0; k < in[0].tensors->size(); ++k) {
     const Tensor& w = (*in[0].tensors)[k];
-    Tensor w_out(w.dtype(), w.shape(), what + " updated weight"), m1_out(w.dtype(), w.shape(), what + " moment 1"),
-        m2_out(w.dtype(), w.shape(), what + " moment 2");
+    auto result = [&](const Tensor& input, const char* name) {
+      return in_place ? input : Tensor(w.dtype(), w.shape(), what + " " + name);
+    };
+    Tensor w_out = result(w, "updated weight"), m1_out = result((*in[2].tensors)[k], "moment 1"),
+           m2_out = result((*in[3].tensors)[k], "moment 2");
     VisitFloat(w.dtype(), what, [&](auto tag) {
       using T = typename decltype(tag)::type;
       AdamUpdate<T>(ctx.threads(), c, w.numel(), w.data<T>(), (*in[1].tensors)[k].template data<T>(),
@@ -314,10 +319,11 @@ void SGDOptimizerV2Kernel(KernelContext& ctx) {
     SetSequenceOutput(ctx, 1, CloneAll(*in[0].tensors));
     return;
   }
+  const bool in_place = ctx.InputMayBeOverwritten(1);
   TensorSequence weights;
   for (size_t k = 0; k < in[0].tensors->size(); ++k) {
     const Tensor& w = (*in[0].tensors)[k];
-    Tensor w_out(w.dtype(), w.shape(), what + " updated weight");
+    Tensor w_out = in_place ? w : Tensor(w.dtype(), w.shape(), what + " updated weight");
     VisitFloat(w.dtype(), what, [&](auto tag) {
       using T = typename decltype(tag)::type;
       SgdUpdate<T>(ctx.threads(), lr, 0.0, w.numel(), w.data<T>(), (*in[1].tensors)[k].template data<T>(),
@@ -364,8 +370,15 @@ void RegisterOrtFusedOps(OpRegistry& r) {
   RegisterMicrosoft(r, "TransposeMatMul", FusedMatMulKernel);
   RegisterMicrosoft(r, "FusedGemm", FusedGemmKernel);
   RegisterMicrosoft(r, "ConvGrad", ConvGradKernel);
-  RegisterOnnx(r, "MaxPoolGrad", MaxPoolGradKernel);
-  RegisterOnnx(r, "AveragePoolGrad", AveragePoolGradKernel);
+  using PoolGradKernel = void (*)(KernelContext&);
+  for (auto [op, kernel] : {std::pair<const char*, PoolGradKernel>{"MaxPoolGrad", MaxPoolGradKernel},
+                            {"AveragePoolGrad", AveragePoolGradKernel}}) {
+    OpKernelEntry entry;  // dX has the shape the model declares (DeclaredPoolInputShape)
+    entry.op_type = op;
+    entry.kernel = kernel;
+    entry.reads_declared_outputs = true;
+    r.Register(std::move(entry));
+  }
   RegisterMicrosoft(r, "BatchNormInternal", BatchNormalizationKernel);
   RegisterMicrosoft(r, "BatchNormalizationGrad", BatchNormalizationGradKernel);
   RegisterMicrosoft(r, "AdamWOptimizer", AdamWOptimizerKernel);

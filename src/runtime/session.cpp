@@ -29,8 +29,15 @@ class StepContext final : public KernelContext {
  public:
   StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
               const std::vector<const RuntimeValue*>& inputs, const std::vector<RuntimeValue*>& outputs,
-              std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, const Graph* graph)
-      : inputs_(inputs), outputs_(outputs), scratch_(scratch), memory_(memory), executor_(executor), graph_(graph) {
+              std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, size_t step,
+              const Graph* graph)
+      : inputs_(inputs),
+        outputs_(outputs),
+        scratch_(scratch),
+        memory_(memory),
+        executor_(executor),
+        step_(step),
+        graph_(graph) {
     node_ = &node;
     opset_ = opset;
     threads_ = threads;
@@ -88,6 +95,7 @@ class StepContext final : public KernelContext {
   }
 
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
+  bool InputMayBeOverwritten(size_t i) const override;
 
   const ValueInfo* DeclaredOutput(size_t i) const override {
     if (!graph_ || i >= node_->outputs.size() || node_->outputs[i].empty()) return nullptr;
@@ -100,6 +108,7 @@ class StepContext final : public KernelContext {
   std::vector<Tensor>& scratch_;
   OutputMemory& memory_;
   GraphExecutor* executor_;  // runs subgraphs; null where they cannot run
+  size_t step_;              // the node's place in executor_'s order
   const Graph* graph_;       // the graph the node belongs to, for DeclaredOutput
 };
 
@@ -139,7 +148,7 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
     }
   } memory(node);
   std::vector<Tensor> scratch(node.outputs.size());
-  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, scratch, memory, nullptr, &graph);
+  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, scratch, memory, nullptr, 0, &graph);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
   for (auto& v : out_values) {
@@ -202,7 +211,7 @@ class GraphExecutor {
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
-                      step.memory, this, &graph_);
+                      step.memory, this, k, &graph_);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       for (size_t s : step.release) values_[s] = RuntimeValue();
     }
@@ -238,6 +247,11 @@ class GraphExecutor {
   }
 
   void BindOutput(size_t slot, const Tensor& target) { bound_[slot] = target; }
+  void AllowOverwrite(size_t slot) { overwritable_[slot] = true; }
+  bool MayOverwrite(size_t k, size_t input) const {
+    const size_t slot = steps_[k].inputs[input];
+    return slot != kNoSlot && overwritable_[slot] && last_use_[slot] == static_cast<int64_t>(k);
+  }
 
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
     auto it = children_.find(&graph);
@@ -372,6 +386,7 @@ class GraphExecutor {
     planned_offset_.assign(values_.size(), -1);
     define_step_.assign(values_.size(), -1);
     bound_.assign(values_.size(), Tensor());
+    overwritable_.assign(values_.size(), false);
     is_initializer_.assign(values_.size(), false);
     for (const auto& [slot, tensor] : initializer_values_) {
       is_initializer_[slot] = true;
@@ -462,6 +477,7 @@ class GraphExecutor {
   std::vector<bool> is_initializer_;
   std::vector<size_t> input_slots_;  // the graph inputs'
   std::vector<Tensor> bound_;        // per slot: where a bound output is written (BindOutput)
+  std::vector<bool> overwritable_;   // per slot: fed values a kernel may overwrite (AllowOverwrite)
   std::vector<int64_t> last_use_, define_step_, planned_offset_;
   std::vector<uint64_t> planned_bytes_;
   Tensor arena_;
@@ -474,6 +490,10 @@ class GraphExecutor {
 std::vector<RuntimeValue> StepContext::RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
   ET_CHECK(executor_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(), ": subgraphs cannot run in this context");
   return executor_->RunSubgraph(graph, inputs);
+}
+
+bool StepContext::InputMayBeOverwritten(size_t i) const {
+  return executor_ != nullptr && i < inputs_.size() && executor_->MayOverwrite(step_, i);
 }
 
 Session::Session(Model model, SessionOptions options)
@@ -510,6 +530,16 @@ ImportOptions ExecutionImportOptions() {
   return options;
 }
 
+ImportOptions RuntimeImportOptions() {
+  ImportOptions options = ExecutionImportOptions();
+  options.infer_shapes = false;
+  options.needs_shapes = [](const std::string& domain, const std::string& op, int64_t opset) {
+    const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, opset);
+    return !entry || entry->reads_declared_outputs;
+  };
+  return options;
+}
+
 Session Session::FromFile(const std::string& path, SessionOptions options) {
   return Session(LoadModel(path, ExecutionImportOptions()), options);
 }
@@ -542,6 +572,13 @@ void Session::BindOutput(const std::string& name, const Tensor& target) {
            model_.source, ": cannot bind '", name, "': it is not an output of the model");
   size_t slot = executor_->SlotOf(name);
   if (slot != kNoSlot) executor_->BindOutput(slot, target);
+}
+
+void Session::AllowOverwrite(const std::string& name) {
+  std::vector<std::string> inputs = InputNames();
+  ET_CHECK(std::find(inputs.begin(), inputs.end(), name) != inputs.end(), ErrorCode::kInvalidArgument, model_.source,
+           ": cannot let input '", name, "' be overwritten: it is not an input of the model");
+  executor_->AllowOverwrite(executor_->SlotOf(name));
 }
 
 size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }

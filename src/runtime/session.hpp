@@ -48,6 +48,9 @@ class Session {
   // (an in-place kernel may overwrite the very input it reads). Otherwise the output gets fresh
   // memory: compare the fetched tensor with target.SameData(). An undefined tensor unbinds.
   void BindOutput(const std::string& name, const Tensor& target);
+  // Lets kernels that can work in place write their results into the memory fed for input `name`
+  // (or into the tensors of a fed sequence) once no other node reads it. The caller's tensors change.
+  void AllowOverwrite(const std::string& name);
   // Bytes of the intermediate-tensor arena planned for the last input shapes (0 before a run).
   size_t planned_peak_bytes() const;
   void SetSeed(uint64_t seed);
@@ -62,6 +65,10 @@ class Session {
 
 // Import options for models edgetrain will run: ONNX function ops without a kernel are inlined.
 ImportOptions ExecutionImportOptions();
+// The same for models that are only run (training artifacts): ONNX shape inference, which costs
+// about 10 ms the first time in a process, runs only when a node lacks a kernel or a kernel reads
+// the shapes the model declares.
+ImportOptions RuntimeImportOptions();
 
 // Every operator node in `graph` (recursively) that has no kernel at its opset, as "op (node)".
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model);

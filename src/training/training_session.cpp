@@ -28,9 +28,9 @@ constexpr const char* kGradSuffix = "_grad";
 constexpr float kDefaultLearningRate = 1e-3f;
 
 Model LoadSource(const ModelSource& source) {
-  if (!source.path.empty()) return LoadModel(source.path, ExecutionImportOptions());
+  if (!source.path.empty()) return LoadModel(source.path, RuntimeImportOptions());
   ET_CHECK(source.data != nullptr, ErrorCode::kInvalidArgument, "model buffer '", source.buffer_name, "' is null");
-  return LoadModelFromBuffer(source.data, source.size, source.buffer_name, ".", ExecutionImportOptions());
+  return LoadModelFromBuffer(source.data, source.size, source.buffer_name, ".", RuntimeImportOptions());
 }
 
 std::string Strip(const std::string& s, const std::string& suffix) { return s.substr(0, s.size() - suffix.size()); }
@@ -288,6 +288,9 @@ void TrainingSession::Impl::BindOptimizerModel() {
 }
 
 void TrainingSession::Impl::BindOrtOptimizerModel() {
+  // The parameters and moments are updated in place (they are the checkpoint's own tensors).
+  optimizer->AllowOverwrite(ort_optimizer->params);
+  for (const std::string& state : ort_optimizer->states) optimizer->AllowOverwrite(state);
   const bool resume = checkpoint().optimizer.has_value();
   if (!resume) checkpoint().optimizer = OptimizerState{};
   for (const std::string& p : trainable) Moments(p, ort_optimizer->states.size());
@@ -322,7 +325,10 @@ void TrainingSession::Impl::RunOrtOptimizer() {
     ET_CHECK(updated.is_sequence && updated.sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
              "optimizer model '", optimizer->model().source, "' returned ", updated.sequence.size(),
              " updated tensors for ", trainable.size(), " parameters");
-    for (size_t i = 0; i < trainable.size(); ++i) CopyInto(tensor_of(trainable[i]), updated.sequence[i], trainable[i]);
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      Tensor& target = tensor_of(trainable[i]);
+      if (!updated.sequence[i].SameData(target)) CopyInto(target, updated.sequence[i], trainable[i]);
+    }
   };
   // Validate every result before writing any, so that a malformed model leaves the state as it was.
   for (size_t r = 1; r < results.size(); ++r)
