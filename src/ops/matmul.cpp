@@ -121,12 +121,28 @@ MatMulShapes PlanMatMul(const std::string& what, const Shape& a, const Shape& b)
 
 namespace {
 
+// The batched product as one oneDNN matmul: batch dims padded with leading 1s to a common rank.
+bool DnnlMatMul(ThreadPool& threads, const MatMulShapes& p, const float* a, const float* b, float* y) {
+  auto dims = [&](const Shape& batch, int64_t rows, int64_t cols) {
+    std::vector<int64_t> d(p.batch.size() - batch.size(), 1);
+    d.insert(d.end(), batch.begin(), batch.end());
+    d.push_back(rows);
+    d.push_back(cols);
+    return d;
+  };
+  return gemm_detail::DnnlBatchedMatMul(dims(p.a_batch, p.m, p.k), dims(p.b_batch, p.k, p.n),
+                                        dims(p.batch, p.m, p.n), a, b, y, threads.num_threads());
+}
+
 template <typename T>
 void RunMatMul(ThreadPool& threads, const MatMulShapes& p, const T* a, const T* b, T* y) {
   if (NumElements(p.b_batch) == 1) {
     // B is one matrix: fold A's batch into its rows.
     MatMulOne<T>(NumElements(p.a_batch) * p.m, p.k, p.n, a, b, y, &threads);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (UseDnnl() && DnnlMatMul(threads, p, a, b, y)) return;
   }
   std::vector<int64_t> a_offsets = BatchOffsets(p.a_batch, p.batch), b_offsets = BatchOffsets(p.b_batch, p.batch);
   for (auto& o : a_offsets) o *= p.m * p.k;
