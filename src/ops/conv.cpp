@@ -1,13 +1,17 @@
 // Conv and ConvTranspose over any number of spatial dimensions, per group: im2col + GEMM for Conv,
-// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad.
+// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad. Float32
+// passes run on oneDNN (conv_dnnl.cpp) when that backend is active and takes the configuration.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/kernel_backend.hpp"
+#include "ops/conv_dnnl.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gemm.hpp"
 #include "ops/gradient.hpp"
@@ -16,20 +20,6 @@
 
 namespace edgetrain {
 namespace {
-
-// Spatial geometry shared by Conv and ConvTranspose. `input`/`output` are spatial sizes.
-struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  std::vector<int64_t> input, output, kernel, strides, dilations, pad_begin, pad_end;
-  int64_t InputSize() const { return Product(input); }
-  int64_t OutputSize() const { return Product(output); }
-  int64_t KernelSize() const { return Product(kernel); }
-  static int64_t Product(const std::vector<int64_t>& v) {
-    int64_t p = 1;
-    for (int64_t x : v) p *= x;
-    return p;
-  }
-};
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
@@ -269,8 +259,13 @@ void ConvKernel(KernelContext& ctx) {
   Tensor& y = ctx.Output(0, ConvOutputShape(g), x.dtype());
   VisitFloat(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), has_bias ? ctx.Input(2).data<T>() : nullptr,
-                   y.data<T>());
+    const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseDnnl() &&
+          conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads()))
+        return;
+    }
+    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>());
   });
 }
 
@@ -422,6 +417,9 @@ void ConvTransposeKernel(KernelContext& ctx) {
     const T* wp = w.data<T>();
     const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
     T* yp = y.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseDnnl() && conv_dnnl::ConvTransposeForward(g, xp, wp, bp, yp, ctx.threads().num_threads())) return;
+    }
     const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
     const int64_t rows = mg * kernel_size;
@@ -575,11 +573,17 @@ void ConvGradKernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     T* dx = ctx.HasOutput(0) ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
     T* dw = ctx.HasOutput(1) ? ctx.Output(1, w.shape(), w.dtype()).template data<T>() : nullptr;
-    if (dx || dw) ConvBackwardCompute<T>(ctx.threads(), g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
-    if (ctx.HasOutput(2)) {
-      T* db = ctx.Output(2, {g.out_channels}, x.dtype()).template data<T>();
-      ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
+    T* db = ctx.HasOutput(2) ? ctx.Output(2, {g.out_channels}, x.dtype()).template data<T>() : nullptr;
+    // What oneDNN computes is struck off (set to null) before the reference code runs the rest.
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseDnnl()) {
+        const int threads = ctx.threads().num_threads();
+        if (dx && conv_dnnl::ConvBackwardData(g, dy.data<T>(), w.data<T>(), dx, threads)) dx = nullptr;
+        if (dw && conv_dnnl::ConvBackwardWeights(g, dy.data<T>(), x.data<T>(), dw, db, threads)) dw = db = nullptr;
+      }
     }
+    if (dx || dw) ConvBackwardCompute<T>(ctx.threads(), g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
+    if (db) ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
   });
 }
 

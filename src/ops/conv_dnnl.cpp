@@ -1,0 +1,313 @@
+// oneDNN paths of the float32 convolutions (see conv_dnnl.hpp). Each pass is cached per thread as a
+// Call: its primitive, reorders between the ONNX layouts and the layouts the primitive chose, and
+// the memory objects, which get the tensors' pointers on every run.
+#include "ops/conv_dnnl.hpp"
+
+#if defined(EDGETRAIN_WITH_DNNL)
+#include <omp.h>
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "core/threading.hpp"
+#include "ops/dnnl_util.hpp"
+#endif
+
+namespace edgetrain::conv_dnnl {
+
+#if defined(EDGETRAIN_WITH_DNNL)
+
+namespace {
+
+using dnnl::memory;
+
+enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights, kTransposeForward };
+
+// One primitive execution and its arguments.
+struct Step {
+  dnnl::primitive primitive;
+  std::vector<dnnl_exec_arg_t> args;
+};
+
+// A pass as oneDNN runs it: reorders of the inputs into the primitive's layouts, the primitive,
+// reorders of its outputs back into the tensors (no reorder where the layouts agree).
+struct Call {
+  std::vector<Step> steps;
+  std::vector<std::pair<int, memory>> tensors;  // the caller's tensors by argument, ONNX layouts
+  std::vector<memory> owned;                    // the primitive's own layouts, allocated once
+  memory scratchpad;                            // shared by the steps, which run one after another
+  size_t scratchpad_bytes = 0;
+  bool refused = false;  // oneDNN has no implementation for this configuration
+};
+
+memory::dims RowMajorStrides(const memory::dims& dims) {
+  memory::dims strides(dims.size());
+  memory::dim stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return strides;
+}
+
+memory::desc Dense(const memory::dims& dims) {
+  return memory::desc(dims, memory::data_type::f32, RowMajorStrides(dims));
+}
+
+// [N, C, spatial...]
+memory::desc Activations(int64_t batch, int64_t channels, const std::vector<int64_t>& spatial) {
+  memory::dims dims = {batch, channels};
+  dims.insert(dims.end(), spatial.begin(), spatial.end());
+  return Dense(dims);
+}
+
+// W as oneDNN's [(G,) O, I, kernel...] over ONNX's memory: Conv stores [G*O, I, kernel...],
+// ConvTranspose [G*I, O, kernel...] (O and I per group, from oneDNN's side of the pass).
+memory::desc Weights(const ConvGeometry& g, bool transposed) {
+  const int64_t out_per_group = g.out_channels / g.group, in_per_group = g.in_channels / g.group;
+  const int64_t kernel_size = g.KernelSize();
+  memory::dims dims, strides;
+  if (g.group > 1) {
+    dims.push_back(g.group);
+    strides.push_back(out_per_group * in_per_group * kernel_size);
+  }
+  dims.insert(dims.end(), {out_per_group, in_per_group});
+  if (transposed) {
+    strides.insert(strides.end(), {kernel_size, out_per_group * kernel_size});
+  } else {
+    strides.insert(strides.end(), {in_per_group * kernel_size, kernel_size});
+  }
+  const memory::dims kernel_strides = RowMajorStrides(g.kernel);
+  dims.insert(dims.end(), g.kernel.begin(), g.kernel.end());
+  strides.insert(strides.end(), kernel_strides.begin(), kernel_strides.end());
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+// The same dims in a layout the primitive may choose.
+memory::desc AnyLayout(const memory::desc& desc) {
+  return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::any);
+}
+
+// An argument of the pass: its id, its layout in the tensor, and whether the pass writes it.
+struct Arg {
+  int id;
+  memory::desc tensor;
+  bool output;
+};
+
+// The Call around a primitive whose pd is `pd`.
+template <typename Primitive>
+Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Arg>& args) {
+  const dnnl::engine& engine = dnnl_util::CpuEngine();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  Call call;
+  call.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  struct Pending {
+    dnnl::reorder::primitive_desc pd;
+    const memory* from;
+    const memory* to;
+  };
+  std::vector<Pending> before, after;
+  Step main{Primitive(pd), {}};
+  call.owned.reserve(args.size());
+  call.tensors.reserve(args.size());
+  for (const Arg& arg : args) {
+    const memory& tensor = call.tensors.emplace_back(arg.id, memory(arg.tensor, engine, nullptr)).second;
+    const memory::desc chosen = pd.query_md(dnnl::query::exec_arg_md, arg.id);
+    if (chosen == arg.tensor) {
+      main.args.push_back({arg.id, tensor.get()});
+      continue;
+    }
+    const memory& own = call.owned.emplace_back(chosen, engine);
+    main.args.push_back({arg.id, own.get()});
+    if (arg.output) {
+      after.push_back({dnnl::reorder::primitive_desc(engine, chosen, engine, arg.tensor, attr), &own, &tensor});
+    } else {
+      before.push_back({dnnl::reorder::primitive_desc(engine, arg.tensor, engine, chosen, attr), &tensor, &own});
+    }
+  }
+  for (const auto* list : {&before, &after})
+    for (const Pending& r : *list)
+      call.scratchpad_bytes = std::max(call.scratchpad_bytes, r.pd.scratchpad_desc().get_size());
+  call.scratchpad = memory(
+      memory::desc({static_cast<memory::dim>(call.scratchpad_bytes)}, memory::data_type::u8, memory::format_tag::x),
+      engine, nullptr);
+  const dnnl_exec_arg_t scratchpad{DNNL_ARG_SCRATCHPAD, call.scratchpad.get()};
+  auto add_reorders = [&](const std::vector<Pending>& list) {
+    for (const Pending& r : list)
+      call.steps.push_back(
+          {dnnl::reorder(r.pd), {{DNNL_ARG_FROM, r.from->get()}, {DNNL_ARG_TO, r.to->get()}, scratchpad}});
+  };
+  add_reorders(before);
+  main.args.push_back(scratchpad);
+  call.steps.push_back(std::move(main));
+  add_reorders(after);
+  return call;
+}
+
+struct Request {
+  Pass pass;
+  const ConvGeometry& g;
+  bool with_bias;
+};
+
+// Whether the primitive gets to choose its layouts (reorders run around it) rather than work on the
+// ONNX layouts. Its layouts pad channels to blocks of 16 (AVX-512), which costs more than the
+// reorders save where a pass writes an image of fewer than 6 channels per group: dX of a first
+// layer, a ConvTranspose to few channels (measured on LeNet-size shapes, one thread).
+bool ChoosesLayouts(const Request& r) {
+  constexpr int64_t kFewChannels = 6;
+  const ConvGeometry& g = r.g;
+  if (r.pass == Pass::kBackwardData) return g.in_channels / g.group >= kFewChannels;
+  if (r.pass == Pass::kTransposeForward) return g.out_channels / g.group >= kFewChannels;
+  return true;
+}
+
+Call MakeCall(const Request& r) {
+  const ConvGeometry& g = r.g;
+  const memory::desc src = Activations(g.batch, g.in_channels, g.input);
+  const memory::desc dst = Activations(g.batch, g.out_channels, g.output);
+  const memory::desc weights = Weights(g, r.pass == Pass::kTransposeForward);
+  const memory::desc bias = r.with_bias ? Dense({g.out_channels}) : memory::desc();
+  const bool choose = ChoosesLayouts(r);
+  const memory::desc any_src = choose ? AnyLayout(src) : src, any_dst = choose ? AnyLayout(dst) : dst;
+  const memory::desc any_weights = choose ? AnyLayout(weights) : weights;
+  memory::dims dilations = g.dilations;
+  for (memory::dim& d : dilations) d -= 1;  // oneDNN counts the gaps between kernel taps
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::engine& engine = dnnl_util::CpuEngine();
+  std::vector<Arg> args;
+  try {
+    if (r.pass == Pass::kTransposeForward) {
+      const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                                   dnnl::algorithm::deconvolution_direct, any_src, any_weights, bias,
+                                                   any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+      args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DST, dst, true}};
+      if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
+      return Assemble<dnnl::deconvolution_forward>({desc, attr, engine}, args);
+    }
+    const dnnl::convolution_forward::desc forward(
+        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights,
+        r.pass == Pass::kForward ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+    if (r.pass == Pass::kForward) {
+      args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DST, dst, true}};
+      if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
+      return Assemble<dnnl::convolution_forward>({forward, attr, engine}, args);
+    }
+    const dnnl::convolution_forward::primitive_desc hint(forward, engine);
+    if (r.pass == Pass::kBackwardData) {
+      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_src, any_weights,
+                                                       any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+      args = {{DNNL_ARG_DIFF_DST, dst, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DIFF_SRC, src, true}};
+      return Assemble<dnnl::convolution_backward_data>({desc, attr, engine, hint}, args);
+    }
+    const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_src, any_weights, bias,
+                                                        any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+    args = {{DNNL_ARG_DIFF_DST, dst, false}, {DNNL_ARG_SRC, src, false}, {DNNL_ARG_DIFF_WEIGHTS, weights, true}};
+    if (r.with_bias) args.push_back({DNNL_ARG_DIFF_BIAS, bias, true});
+    return Assemble<dnnl::convolution_backward_weights>({desc, attr, engine, hint}, args);
+  } catch (const dnnl::error&) {
+    Call refused;
+    refused.refused = true;
+    return refused;
+  }
+}
+
+// This thread's Call for the request, made on first use.
+Call& CachedCall(const Request& r) {
+  thread_local dnnl_util::Key key;
+  const ConvGeometry& g = r.g;
+  key.Clear();
+  // oneDNN fixes a primitive's thread count when it makes it (from LimitLibraryThreads, called first).
+  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, omp_get_max_threads(), g.batch, g.in_channels,
+           g.out_channels, g.group})
+      .Add(g.input)
+      .Add(g.output)
+      .Add(g.kernel)
+      .Add(g.strides)
+      .Add(g.dilations)
+      .Add(g.pad_begin)
+      .Add(g.pad_end);
+  // Capturing one reference keeps the std::function in its small buffer (no allocation on a hit).
+  return dnnl_util::Cached<Call>(key, [&r] { return MakeCall(r); });
+}
+
+// Whether oneDNN can take the geometry at all: 1 to 3 spatial dims, no empty tensor, no negative pad
+// (ConvTranspose with an output_shape beyond its full extent).
+bool Describable(const ConvGeometry& g) {
+  const size_t spatial = g.input.size();
+  if (spatial < 1 || spatial > 3) return false;
+  if (g.batch <= 0 || g.in_channels <= 0 || g.out_channels <= 0 || g.InputSize() <= 0 || g.OutputSize() <= 0)
+    return false;
+  for (size_t d = 0; d < spatial; ++d)
+    if (g.pad_begin[d] < 0 || g.pad_end[d] < 0) return false;
+  return true;
+}
+
+// The cached Call for the request on `threads` threads, or null when oneDNN cannot run it.
+Call* Usable(const Request& r, int threads) {
+  if (!Describable(r.g)) return nullptr;
+  LimitLibraryThreads(threads);
+  Call& call = CachedCall(r);
+  return call.refused ? nullptr : &call;
+}
+
+struct ArgData {
+  int arg;
+  const void* data;  // null: an optional argument the call does not have
+};
+
+// Binds the tensors to the call's memory objects and runs its steps on this thread's stream. The C
+// API takes the cached argument arrays as they are (the C++ execute builds a map and a vector).
+bool Run(Call& call, std::initializer_list<ArgData> data) {
+  for (const ArgData& d : data) {
+    if (!d.data) continue;
+    for (auto& [id, tensor] : call.tensors)
+      if (id == d.arg) tensor.set_data_handle(const_cast<void*>(d.data));
+  }
+  call.scratchpad.set_data_handle(dnnl_util::ScratchpadBuffer(call.scratchpad_bytes));
+  dnnl::stream& stream = dnnl_util::CpuStream();
+  for (const Step& step : call.steps)
+    if (dnnl_primitive_execute(step.primitive.get(), stream.get(), static_cast<int>(step.args.size()),
+                               step.args.data()) != dnnl_success)
+      return false;
+  return dnnl_stream_wait(stream.get()) == dnnl_success;
+}
+
+}  // namespace
+
+bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads) {
+  Call* call = Usable({Pass::kForward, g, b != nullptr}, threads);
+  return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+}
+
+bool ConvBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx, int threads) {
+  Call* call = Usable({Pass::kBackwardData, g, false}, threads);
+  return call && Run(*call, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx}});
+}
+
+bool ConvBackwardWeights(const ConvGeometry& g, const float* dy, const float* x, float* dw, float* db, int threads) {
+  Call* call = Usable({Pass::kBackwardWeights, g, db != nullptr}, threads);
+  return call &&
+         Run(*call,
+             {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, db}});
+}
+
+bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y,
+                          int threads) {
+  Call* call = Usable({Pass::kTransposeForward, g, b != nullptr}, threads);
+  return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+}
+
+#else
+
+bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }
+bool ConvBackwardData(const ConvGeometry&, const float*, const float*, float*, int) { return false; }
+bool ConvBackwardWeights(const ConvGeometry&, const float*, const float*, float*, float*, int) { return false; }
+bool ConvTransposeForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }
+
+#endif
+
+}  // namespace edgetrain::conv_dnnl

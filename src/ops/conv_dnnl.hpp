@@ -1,0 +1,40 @@
+// Convolution geometry shared by the reference kernels (conv.cpp) and their oneDNN paths
+// (conv_dnnl.cpp), which run float32 Conv, its gradients and ConvTranspose as oneDNN primitives.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace edgetrain {
+
+// Spatial geometry shared by Conv and ConvTranspose. `input`/`output` are spatial sizes.
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  std::vector<int64_t> input, output, kernel, strides, dilations, pad_begin, pad_end;
+  int64_t InputSize() const { return Product(input); }
+  int64_t OutputSize() const { return Product(output); }
+  int64_t KernelSize() const { return Product(kernel); }
+  static int64_t Product(const std::vector<int64_t>& v) {
+    int64_t p = 1;
+    for (int64_t x : v) p *= x;
+    return p;
+  }
+};
+
+// Each function runs one pass on `threads` threads. It returns false when this build has no oneDNN
+// or oneDNN has no implementation for the configuration; the caller then runs the reference code,
+// which rewrites every output. Tensors are contiguous in ONNX layouts; Conv's W is [M, C/group, kernel...].
+namespace conv_dnnl {
+
+// Y = Conv(X, W) + B (b may be null).
+bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads);
+// dX of Conv from dY.
+bool ConvBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx, int threads);
+// dW of Conv from dY and X, and dB when db is not null.
+bool ConvBackwardWeights(const ConvGeometry& g, const float* dy, const float* x, float* dw, float* db, int threads);
+// Y = ConvTranspose(X, W) + B (b may be null): `g.input` is X's spatial size, `g.output` Y's, the
+// pads apply to Y, `g.out_channels` is Y's channel count and W is [C, M/group, kernel...].
+bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads);
+
+}  // namespace conv_dnnl
+}  // namespace edgetrain
