@@ -26,7 +26,8 @@ std::string WriteFile(const std::string& name, const std::string& bytes) {
 }
 
 // x[batch, 3] -> Identity chain of `length` nodes -> y
-onnx::ModelProto IdentityChain(int length) {
+// `length` nodes of `op` (a one-input op that keeps the shape) from x to y.
+onnx::ModelProto Chain(int length, const std::string& op = "Identity") {
   onnx::ModelProto m = NewModel();
   auto* g = m.mutable_graph();
   AddValue(g->mutable_input(), "x", kFloat, {"batch", "3"});
@@ -34,7 +35,7 @@ onnx::ModelProto IdentityChain(int length) {
   for (int i = 0; i < length; ++i) {
     std::string index = std::to_string(i);
     std::string out = i + 1 == length ? std::string("y") : std::string("t").append(index);
-    AddNode(g, "Identity", {prev}, {out}, std::string("id").append(index));
+    AddNode(g, op, {prev}, {out}, std::string("n").append(index));
     prev = out;
   }
   AddValue(g->mutable_output(), "y", kFloat, {"batch", "3"});
@@ -52,7 +53,7 @@ TEST(Importer, MissingFile) {
 }
 
 TEST(Importer, TruncatedModelFile) {
-  onnx::ModelProto m = IdentityChain(3);
+  onnx::ModelProto m = Chain(3);
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(kFloat);
@@ -70,7 +71,7 @@ TEST(Importer, CorruptModelFile) {
 }
 
 TEST(Importer, AbsurdlyLargeInitializerIsRefusedBeforeAllocating) {
-  onnx::ModelProto m = IdentityChain(1);
+  onnx::ModelProto m = Chain(1);
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("huge");
   w->set_data_type(kFloat);
@@ -79,7 +80,7 @@ TEST(Importer, AbsurdlyLargeInitializerIsRefusedBeforeAllocating) {
 }
 
 TEST(Importer, InitializerDataMustMatchItsShape) {
-  onnx::ModelProto m = IdentityChain(1);
+  onnx::ModelProto m = Chain(1);
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(kFloat);
@@ -149,20 +150,20 @@ TEST(Importer, ModelLocalFunctionIsInlined) {
 }
 
 TEST(Session, UnsupportedOperatorNamesNodeAndOperator) {
-  onnx::ModelProto m = IdentityChain(1);
+  onnx::ModelProto m = Chain(1);
   AddNode(m.mutable_graph(), "FrobnicateTensor", {"x"}, {"z"}, "frob1");
   m.mutable_graph()->mutable_output(0)->set_name("z");
   EXPECT_ERROR(SessionFrom(m), ErrorCode::kNotImplemented, "FrobnicateTensor-17 (node 'frob1')");
 }
 
 TEST(Session, UndefinedValueNamesNode) {
-  onnx::ModelProto m = IdentityChain(1);
+  onnx::ModelProto m = Chain(1);
   m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
   EXPECT_ERROR(SessionFrom(m), ErrorCode::kInvalidModel, "reads 'nowhere'");
 }
 
 TEST(Session, FeedValidation) {
-  Session s = SessionFrom(IdentityChain(2));
+  Session s = SessionFrom(Chain(2));
   Tensor good = Tensor::Zeros(DataType::kFloat32, {4, 3});
   EXPECT_EQ(s.Run({{"x", good}})[0].shape(), (Shape{4, 3}));
   EXPECT_ERROR(s.Run({}), ErrorCode::kInvalidArgument, "missing input 'x'");
@@ -176,7 +177,7 @@ TEST(Session, FeedValidation) {
 }
 
 TEST(Session, SymbolicDimensionsMustAgree) {
-  onnx::ModelProto m = IdentityChain(1);
+  onnx::ModelProto m = Chain(1);
   AddValue(m.mutable_graph()->mutable_input(), "x2", kFloat, {"batch", "3"});
   AddNode(m.mutable_graph(), "Identity", {"x2"}, {"y2"});
   AddValue(m.mutable_graph()->mutable_output(), "y2", kFloat, {"batch", "3"});
@@ -186,7 +187,7 @@ TEST(Session, SymbolicDimensionsMustAgree) {
 }
 
 TEST(Session, MemoryPlanReusesBuffersByLiveness) {
-  Session s = SessionFrom(IdentityChain(6));
+  Session s = SessionFrom(Chain(6, "Relu"));
   Tensor x = Tensor::FromVector<float>(std::vector<float>(3000, 0.5f), {1000, 3});
   for (int run = 0; run < 3; ++run) {
     Tensor y = s.Run({{"x", x}})[0];
@@ -199,6 +200,19 @@ TEST(Session, MemoryPlanReusesBuffersByLiveness) {
   EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
   EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
   EXPECT_EQ(s.planned_peak_bytes(), 2u * 128u);
+}
+
+TEST(Session, ViewsShareTheirInputsMemory) {
+  // Identity, Reshape and friends hand on their input's memory: nothing to plan, nothing copied
+  // but the graph output, which never points into the caller's or the session's memory.
+  Session s = SessionFrom(Chain(6, "Identity"));
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  for (int run = 0; run < 2; ++run) {
+    Tensor y = s.Run({{"x", x}})[0];
+    EXPECT_EQ(y.ToVector<float>(), x.ToVector<float>());
+    EXPECT_FALSE(y.SameData(x));
+  }
+  EXPECT_EQ(s.planned_peak_bytes(), 0u);
 }
 
 TEST(Session, ConstantsAreFolded) {
@@ -247,7 +261,7 @@ TEST(Session, AbsurdRuntimeAllocationIsRefused) {
 }
 
 TEST(Session, FetchMustBeAnOutput) {
-  Session s = SessionFrom(IdentityChain(3));
+  Session s = SessionFrom(Chain(3));
   Tensor x = Tensor::Zeros(DataType::kFloat32, {1, 3});
   EXPECT_EQ(s.Run({{"x", x}}, {"y"}).size(), 1u);
   EXPECT_ERROR(s.Run({{"x", x}}, {"t0"}), ErrorCode::kInvalidArgument, "'t0' is not an output");

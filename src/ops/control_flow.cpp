@@ -10,7 +10,7 @@ namespace {
 
 void CopyInto(KernelContext& ctx, size_t output, const Tensor& source) {
   Tensor& out = ctx.Output(output, source.shape(), source.dtype());
-  if (source.nbytes()) std::memcpy(out.raw(), source.raw(), source.nbytes());
+  if (source.nbytes() && !out.SameData(source)) std::memcpy(out.raw(), source.raw(), source.nbytes());
 }
 
 void Constant(KernelContext& ctx) {
@@ -92,7 +92,7 @@ void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
 
 void RegisterControlFlowOps(OpRegistry& r) {
   RegisterOnnx(r, "Constant", Constant);
-  RegisterOnnx(r, "Identity", Identity);
+  RegisterOnnxView(r, "Identity", Identity);
   r.SetGradient("Identity", IdentityGradient);
   RegisterOnnx(r, "If", If);
   RegisterOnnx(r, "Loop", Loop);

@@ -108,6 +108,9 @@ struct OpKernelEntry {
   bool deterministic = true;  // false for random ops: never constant-folded
   bool in_place = false;      // element-wise: an output may share memory with the input it replaces
   bool reads_declared_outputs = false;  // calls KernelContext::DeclaredOutput (needs shape inference)
+  // Output 0 holds input 0's elements in order (Reshape, Identity...): the executor may hand the
+  // kernel a view of the input as its output, and the kernel then copies nothing (same address).
+  bool output_views_input = false;
   GradientFn gradient;        // emits the backward nodes (ops/gradient.hpp); null: not differentiable
   std::shared_ptr<const FunctionDef> function;  // ai.edgetrain ops: the same op in standard ONNX ops
 };
@@ -138,6 +141,15 @@ inline void RegisterOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn,
   entry.since_version = since;
   entry.until_version = until;
   entry.kernel = std::move(fn);
+  r.Register(std::move(entry));
+}
+
+// A default-domain kernel whose output 0 is input 0's elements in order (OpKernelEntry::output_views_input).
+inline void RegisterOnnxView(OpRegistry& r, const std::string& op_type, KernelFn fn) {
+  OpKernelEntry entry;
+  entry.op_type = op_type;
+  entry.kernel = std::move(fn);
+  entry.output_views_input = true;
   r.Register(std::move(entry));
 }
 

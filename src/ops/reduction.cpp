@@ -344,7 +344,7 @@ void SumToShape(KernelContext& ctx, const Tensor& g, const Shape& target, size_t
   }
   ReducePlan plan = PlanReduction(ctx, from, axes, true, true);
   Tensor& out = ctx.Output(output, target, g.dtype());
-  if (plan.identity) {
+  if (plan.identity || out.numel() == g.numel()) {  // nothing to add up (at most axes of size 1)
     if (g.nbytes() > 0 && !out.SameData(g)) std::memcpy(out.raw(), g.raw(), g.nbytes());
     return;
   }
@@ -713,7 +713,13 @@ void RegisterReductionOps(OpRegistry& r) {
   r.SetGradient("CumSum", CumSumGradient);
   RegisterOnnx(r, "TopK", TopKKernel);
   r.SetGradient("TopK", TopKGradient);
-  RegisterFused(r, "SumToShape", SumToShapeKernel, SumToShapeFunction());
+  OpKernelEntry sum_to_shape;  // a view when nothing is summed
+  sum_to_shape.domain = kEdgetrainDomain;
+  sum_to_shape.op_type = "SumToShape";
+  sum_to_shape.kernel = SumToShapeKernel;
+  sum_to_shape.function = SumToShapeFunction();
+  sum_to_shape.output_views_input = true;
+  r.Register(std::move(sum_to_shape));
 }
 
 }  // namespace edgetrain

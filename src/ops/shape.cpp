@@ -782,10 +782,10 @@ void SliceGradKernel(KernelContext& ctx) {
 }
 
 void RegisterShapeOps(OpRegistry& r) {
-  RegisterOnnx(r, "Reshape", Reshape);
-  RegisterOnnx(r, "Flatten", Flatten);
-  RegisterOnnx(r, "Squeeze", Squeeze);
-  RegisterOnnx(r, "Unsqueeze", Unsqueeze);
+  RegisterOnnxView(r, "Reshape", Reshape);
+  RegisterOnnxView(r, "Flatten", Flatten);
+  RegisterOnnxView(r, "Squeeze", Squeeze);
+  RegisterOnnxView(r, "Unsqueeze", Unsqueeze);
   RegisterOnnx(r, "Transpose", Transpose);
   RegisterOnnx(r, "Concat", Concat);
   RegisterOnnx(r, "Split", Split);

@@ -1,5 +1,7 @@
 #include "runtime/session.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -231,10 +233,16 @@ class GraphExecutor {
     const Step& step = steps_[k];
     const size_t slot = step.outputs[i];
     if (CanWriteBound(k, slot, shape, dtype)) return Tensor::Borrow(dtype, shape, bound_[slot].raw());
+    if (i == 0 && view_root_[slot] != slot) {  // a view of input 0's memory (the kernel's copy is skipped)
+      const RuntimeValue& source = values_[step.inputs[0]];
+      if (!source.is_sequence && source.tensor.dtype() == dtype && source.tensor.numel() == NumElements(shape))
+        return source.tensor.Reshaped(shape);
+    }
     auto fresh = [&] { return Tensor(dtype, shape, step.node->Describe() + " output '" + step.node->outputs[i] + "'"); };
     if (!plan_memory_ || pinned_[slot]) return fresh();
     if (run_planned_) {
       uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(dtype);
+      if (bytes == 0) return Tensor::Borrow(dtype, shape, arena_.raw());  // empty: needs no place
       if (bytes <= planned_bytes_[slot] && planned_offset_[slot] >= 0)
         return Tensor::Borrow(dtype, shape, static_cast<uint8_t*>(arena_.raw()) + planned_offset_[slot]);
       plan_broken_ = true;  // data-dependent size grew: fall back, replan next run
@@ -277,7 +285,7 @@ class GraphExecutor {
     return it == slot_of_.end() ? kNoSlot : it->second;
   }
 
-  size_t arena_bytes() const { return plan_valid_ ? arena_.nbytes() : 0; }
+  size_t arena_bytes() const { return plan_valid_ ? planned_peak_ : 0; }
 
   // A value visible to subgraphs: our own slot, or our parent's.
   RuntimeValue Lookup(const std::string& name) const {
@@ -380,6 +388,17 @@ class GraphExecutor {
       for (size_t s : steps_[k].outputs)
         if (s != kNoSlot) last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(k));
     }
+    // Outputs of view kernels share their input's memory: the memory lives until the last view dies.
+    view_root_.resize(values_.size());
+    for (size_t s = 0; s < values_.size(); ++s) view_root_[s] = s;
+    for (const Step& step : steps_) {
+      if (!step.kernel->output_views_input || step.inputs.empty() || step.outputs.empty()) continue;
+      const size_t in = step.inputs[0], out = step.outputs[0];
+      if (in == kNoSlot || out == kNoSlot || pinned_[out]) continue;
+      view_root_[out] = view_root_[in];
+    }
+    for (size_t s = 0; s < values_.size(); ++s)
+      last_use_[view_root_[s]] = std::max(last_use_[view_root_[s]], last_use_[s]);
     for (size_t s = 0; s < values_.size(); ++s)
       if (!pinned_[s] && last_use_[s] >= 0) steps_[static_cast<size_t>(last_use_[s])].release.push_back(s);
     planned_bytes_.assign(values_.size(), 0);
@@ -456,7 +475,11 @@ class GraphExecutor {
       peak = std::max(peak, offset + size);
       placed.push_back(s);
     }
+    arena_ = Tensor();
+    // The first run's tensors, freed by now, go back to the system before the arena replaces them.
+    malloc_trim(0);
     arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
+    planned_peak_ = peak;
     plan_signature_ = signature_;
     plan_valid_ = true;
   }
@@ -478,9 +501,11 @@ class GraphExecutor {
   std::vector<size_t> input_slots_;  // the graph inputs'
   std::vector<Tensor> bound_;        // per slot: where a bound output is written (BindOutput)
   std::vector<bool> overwritable_;   // per slot: fed values a kernel may overwrite (AllowOverwrite)
+  std::vector<size_t> view_root_;    // per slot: the value whose memory it views (itself if none)
   std::vector<int64_t> last_use_, define_step_, planned_offset_;
   std::vector<uint64_t> planned_bytes_;
   Tensor arena_;
+  uint64_t planned_peak_ = 0;
   std::vector<int64_t> signature_, plan_signature_;  // feed slots and shapes of this run / of the plan
   bool plan_valid_ = false;
   bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
