@@ -9,7 +9,7 @@ namespace edgetrain {
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {}
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t chunks = std::min<int64_t>(num_threads_, (n + grain - 1) / grain);

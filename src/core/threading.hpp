@@ -3,7 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "core/function_ref.hpp"
 
 namespace edgetrain {
 
@@ -16,7 +17,7 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
   // Splits [0, n) into chunks of at least `grain` and runs fn(begin, end) on them in parallel.
   // Inside another ParallelFor it runs inline. An exception from fn is rethrown in the caller.
-  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
   int num_threads_;

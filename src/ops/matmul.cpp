@@ -52,7 +52,7 @@ void MatMulBatch(ThreadPool& pool, int64_t m, int64_t k, int64_t n, const T* a, 
 
 // Many small products run one per thread; few large ones split each product between threads.
 void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
-                    const std::function<void(int64_t, ThreadPool*)>& product) {
+                    FunctionRef<void(int64_t, ThreadPool*)> product) {
   if (count >= 2 * pool.num_threads() || work_per_product < (int64_t{1} << 18)) {
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work_per_product, 1));
     pool.ParallelFor(count, grain, [&](int64_t begin, int64_t end) {

@@ -57,7 +57,7 @@ std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out);
 // Runs product(i, pool) for i in [0, count): one product per thread, or (few large products) one
 // after another with the pool passed on to split each. `work_per_product` counts multiply-adds.
 void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
-                    const std::function<void(int64_t, ThreadPool*)>& product);
+                    FunctionRef<void(int64_t, ThreadPool*)> product);
 // Gemm (attributes transA, transB, alpha, beta; optional C) into output 0, which it returns.
 Tensor& GemmForward(KernelContext& ctx);
 
