@@ -1,5 +1,6 @@
 #include "core/tensor.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,10 @@ std::string ShapeToString(const Shape& shape) {
   return s + "]";
 }
 
+namespace {
+std::atomic<uint64_t> g_allocation_count{0}, g_allocated_bytes{0};
+}  // namespace
+
 Tensor::Tensor(DataType dtype, Shape shape, const std::string& what)
     : dtype_(dtype), shape_(std::move(shape)), numel_(NumElements(shape_)) {
   size_t element = DataTypeSize(dtype);
@@ -45,7 +50,12 @@ Tensor::Tensor(DataType dtype, Shape shape, const std::string& what)
   if (!p) Fail(ErrorCode::kResourceExhausted, what, ": out of memory allocating ", bytes, " bytes");
   storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   data_ = p;
+  g_allocation_count.fetch_add(1, std::memory_order_relaxed);
+  g_allocated_bytes.fetch_add(padded, std::memory_order_relaxed);
 }
+
+uint64_t Tensor::allocation_count() { return g_allocation_count.load(std::memory_order_relaxed); }
+uint64_t Tensor::allocated_bytes() { return g_allocated_bytes.load(std::memory_order_relaxed); }
 
 Tensor Tensor::Zeros(DataType dtype, Shape shape) {
   Tensor t(dtype, std::move(shape));

@@ -66,6 +66,11 @@ class Tensor {
   std::vector<double> ToDoubleVector() const;
 
   Tensor Clone() const;
+
+  // Owned tensor allocations since the process started (count and bytes): what a step allocates
+  // is the difference around it.
+  static uint64_t allocation_count();
+  static uint64_t allocated_bytes();
   // Same memory, new shape with the same element count.
   Tensor Reshaped(Shape shape) const;
   bool SameData(const Tensor& other) const { return data_ == other.data_; }

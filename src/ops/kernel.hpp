@@ -57,8 +57,9 @@ class KernelContext {
   size_t NumOutputs() const { return num_outputs_; }
   // True when output i is requested by the graph (not omitted, not past the end).
   virtual bool HasOutput(size_t i) const = 0;
-  // Allocates output i. Its contents are uninitialised. If the output is not requested the tensor
-  // is still valid scratch memory, so kernels need not branch on HasOutput.
+  // Allocates output i. Its contents are uninitialised. If the output is not requested (or the node
+  // has no output i) the tensor is still valid scratch memory, kept for the node's next run, so
+  // kernels need not branch on HasOutput.
   virtual Tensor& Output(size_t i, const Shape& shape, DataType dtype) = 0;
   virtual void SetOutputSequence(size_t i, TensorSequence sequence) = 0;
   // Sets output i to a tensor (copied into the output's memory) or a sequence.

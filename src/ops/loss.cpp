@@ -113,14 +113,7 @@ void SoftmaxCrossEntropyLossForward(KernelContext& ctx, std::optional<int64_t> i
   const Tensor* weights = ctx.HasInput(2) ? &ctx.Input(2) : nullptr;
   const LossGeometry g = CheckLossInputs(ctx, scores, labels, weights);
   ParseLossReduction(ctx.node());  // validate before computing anything
-  Tensor log_prob_scratch;
-  Tensor* log_prob = nullptr;
-  if (ctx.HasOutput(1)) {
-    log_prob = &ctx.Output(1, scores.shape(), scores.dtype());
-  } else {
-    log_prob_scratch = Tensor(scores.dtype(), scores.shape(), ctx.node().Describe() + " log_prob");
-    log_prob = &log_prob_scratch;
-  }
+  Tensor* log_prob = &ctx.Output(1, scores.shape(), scores.dtype());  // scratch when not requested
   VisitFloat(scores.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* lp = log_prob->template data<T>();

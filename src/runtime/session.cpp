@@ -76,8 +76,8 @@ class StepContext final : public KernelContext {
   bool HasOutput(size_t i) const override { return i < outputs_.size() && outputs_[i] != nullptr; }
 
   Tensor& Output(size_t i, const Shape& shape, DataType dtype) override {
-    ET_CHECK(i < outputs_.size(), ErrorCode::kInternal, node_->Describe(), ": output ", i, " does not exist");
-    if (!outputs_[i]) {
+    if (i >= outputs_.size() || !outputs_[i]) {
+      if (i >= scratch_.size()) scratch_.resize(i + 1);
       Tensor& scratch = scratch_[i];
       if (scratch.dtype() != dtype || scratch.shape() != shape)
         scratch = Tensor(dtype, shape, node_->Describe() + " output " + std::to_string(i));

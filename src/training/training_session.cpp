@@ -197,7 +197,11 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
       trainable.push_back(name);
       gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
     }
-    if (is_state) state_updates[name + kStateUpdateSuffix] = name;
+    if (is_state) {
+      // Written into a buffer of our own (the kernel reads the state it updates), then copied over.
+      state_updates[name + kStateUpdateSuffix] = name;
+      training->BindOutput(name + kStateUpdateSuffix, Tensor(values[name].dtype(), values[name].shape()));
+    }
   }
   for (const std::string& name : checkpoint_names)
     ET_CHECK(values.count(name), ErrorCode::kInvalidArgument, "checkpoint parameter '", name,
