@@ -1,5 +1,7 @@
 #include "ops/dnnl_util.hpp"
 
+#include "core/threading.hpp"
+
 #if defined(EDGETRAIN_WITH_DNNL)
 
 namespace edgetrain::dnnl_util {
@@ -18,6 +20,24 @@ void* ScratchpadBuffer(size_t bytes) {
   thread_local std::vector<uint8_t> buffer;
   if (buffer.size() < bytes) buffer.resize(bytes);
   return buffer.data();
+}
+
+bool Execute(BoundPrimitive& bound, std::initializer_list<ArgData> data, int threads) {
+  try {
+    for (const ArgData& d : data) {
+      for (size_t i = 0; i < bound.args.size(); ++i)
+        if (bound.args[i].arg == d.arg) bound.memories[i].set_data_handle(const_cast<void*>(d.data));
+    }
+    bound.memories.back().set_data_handle(ScratchpadBuffer(bound.scratchpad_bytes));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  LimitLibraryThreads(threads);
+  dnnl::stream& stream = CpuStream();
+  // The C API takes the cached argument array as is (the C++ execute builds a map per call).
+  return dnnl_primitive_execute(bound.primitive.get(), stream.get(), static_cast<int>(bound.args.size()),
+                                bound.args.data()) == dnnl_success &&
+         dnnl_stream_wait(stream.get()) == dnnl_success;
 }
 
 }  // namespace edgetrain::dnnl_util

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace edgetrain::dnnl_util {
@@ -56,6 +57,41 @@ Entry& Cached(const Key& key, const std::function<Entry()>& make) {
 // Creating dnnl::memory objects allocates: cache them with the primitive and call
 // set_data_handle(ScratchpadBuffer(...)) / set_data_handle(tensor data) on each execution.
 void* ScratchpadBuffer(size_t bytes);
+
+// A primitive with one memory object per argument (the user scratchpad last) that get the tensors'
+// pointers on every run; `refused` when oneDNN has no implementation for the configuration.
+struct BoundPrimitive {
+  dnnl::primitive primitive;
+  std::vector<dnnl::memory> memories;
+  std::vector<dnnl_exec_arg_t> args;  // parallel to `memories`
+  size_t scratchpad_bytes = 0;
+  bool refused = false;
+};
+
+// The primitive of `pd` (made with scratchpad_mode::user) with memory objects for `arg_descs`.
+template <typename Primitive>
+BoundPrimitive Bind(const typename Primitive::primitive_desc& pd,
+                    const std::vector<std::pair<int, dnnl::memory::desc>>& arg_descs) {
+  BoundPrimitive bound;
+  bound.primitive = Primitive(pd);
+  auto add = [&](int arg, const dnnl::memory::desc& desc) {
+    bound.memories.emplace_back(desc, CpuEngine(), nullptr);
+    bound.args.push_back({arg, bound.memories.back().get()});
+  };
+  for (const auto& [arg, desc] : arg_descs) add(arg, desc);
+  add(DNNL_ARG_SCRATCHPAD, pd.scratchpad_desc());
+  bound.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  return bound;
+}
+
+struct ArgData {
+  int arg;
+  const void* data;
+};
+
+// Points the memory objects at `data`, runs the primitive on this thread's stream with `threads`
+// OpenMP threads and waits; false when oneDNN reports an error.
+bool Execute(BoundPrimitive& bound, std::initializer_list<ArgData> data, int threads);
 
 }  // namespace edgetrain::dnnl_util
 

@@ -2,16 +2,22 @@
 // LpNormalization, MeanVarianceNormalization, LRN; gradient rules for the first three and the fused
 // ai.edgetrain BatchNormalizationGrad and LayerNormalizationGrad.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/kernel_backend.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shared_kernels.hpp"
+
+#if defined(EDGETRAIN_WITH_DNNL)
+#include "ops/dnnl_util.hpp"
+#endif
 
 namespace edgetrain {
 namespace {
@@ -61,7 +67,70 @@ void ApplyChannelAffine(KernelContext& ctx, const T* x, T* y, int64_t batch, int
   });
 }
 
+// The sums below add up runs of at most kSimdRun elements in T across SIMD lanes and the runs'
+// totals in double, so their rounding error stays that of a short sum.
+constexpr int64_t kSimdRun = 4096;
+
+// Sum of x[0, count).
+template <typename T>
+double Sum(const T* x, int64_t count) {
+  double total = 0;
+  for (int64_t run = 0; run < count; run += kSimdRun) {
+    const int64_t end = std::min(count, run + kSimdRun);
+    T partial = 0;
+#pragma omp simd simdlen(16) reduction(+ : partial)
+    for (int64_t i = run; i < end; ++i) partial += x[i];
+    total += partial;
+  }
+  return total;
+}
+
+// Sum of (x[i] - center)^2 over [0, count).
+template <typename T>
+double SquaresAbout(const T* x, int64_t count, T center) {
+  double total = 0;
+  for (int64_t run = 0; run < count; run += kSimdRun) {
+    const int64_t end = std::min(count, run + kSimdRun);
+    T partial = 0;
+#pragma omp simd simdlen(16) reduction(+ : partial)
+    for (int64_t i = run; i < end; ++i) partial += (x[i] - center) * (x[i] - center);
+    total += partial;
+  }
+  return total;
+}
+
+// Sums over a run of X and a gradient g about a center (the mean): (x - center)^2, g and g * (x - center).
+struct CenteredSums {
+  double squares = 0, g = 0, g_centered = 0;
+
+  // `gradient(i)` is g at element i.
+  template <typename T, typename Gradient>
+  void Add(const T* x, Gradient&& gradient, int64_t count, T center) {
+    for (int64_t run = 0; run < count; run += kSimdRun) {
+      const int64_t end = std::min(count, run + kSimdRun);
+      T partial_squares = 0, partial_g = 0, partial_g_centered = 0;
+#pragma omp simd simdlen(16) reduction(+ : partial_squares, partial_g, partial_g_centered)
+      for (int64_t i = run; i < end; ++i) {
+        const T centered = x[i] - center;
+        const T g_i = gradient(i);
+        partial_squares += centered * centered;
+        partial_g += g_i;
+        partial_g_centered += g_i * centered;
+      }
+      squares += partial_squares;
+      g += partial_g;
+      g_centered += partial_g_centered;
+    }
+  }
+};
+
 // ---- BatchNormalization ----
+
+// Calls fn(offset) with the start of each of channel c's `batch` runs of `spatial` elements in [N, C, spatial].
+template <typename Fn>
+void ForEachChannelRun(int64_t c, int64_t batch, int64_t channels, int64_t spatial, Fn&& fn) {
+  for (int64_t n = 0; n < batch; ++n) fn((n * channels + c) * spatial);
+}
 
 }  // namespace
 
@@ -102,19 +171,11 @@ void BatchNormalizationKernel(KernelContext& ctx) {
       ctx.threads().ParallelFor(channels, GrainFor(batch * spatial_size), [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) {
           double sum = 0;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* src = xp + (n * channels + c) * spatial_size;
-            for (int64_t i = 0; i < spatial_size; ++i) sum += static_cast<double>(src[i]);
-          }
+          ForEachChannelRun(c, batch, channels, spatial_size, [&](int64_t run) { sum += Sum(xp + run, spatial_size); });
           const double m = count > 0 ? sum / count : 0.0;
           double squares = 0;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* src = xp + (n * channels + c) * spatial_size;
-            for (int64_t i = 0; i < spatial_size; ++i) {
-              const double d = static_cast<double>(src[i]) - m;
-              squares += d * d;
-            }
-          }
+          ForEachChannelRun(c, batch, channels, spatial_size,
+                            [&](int64_t run) { squares += SquaresAbout(xp + run, spatial_size, static_cast<T>(m)); });
           batch_mean[c] = m;
           batch_var[c] = count > 0 ? squares / count : 0.0;  // population variance, as the spec says
         }
@@ -187,20 +248,30 @@ void InstanceNormalization(KernelContext& ctx) {
 
 // ---- LayerNormalization ----
 
-// `param` (Scale or B) broadcast to `normalized` (X's dims from `axis` on), as `count` values of T.
+// Whether `param` (Scale or B) broadcasts to `normalized` (X's dims from `axis` on). Leading 1s may
+// extend past the normalized dims (e.g. Scale [1, 1, C] for axis=-1); `skipped` gets their count.
+bool BroadcastsToNormalized(const Shape& param, const Shape& normalized, size_t* skipped = nullptr) {
+  size_t skip = 0;
+  while (param.size() - skip > normalized.size() && param[skip] == 1) ++skip;
+  const size_t rank = param.size() - skip;
+  if (rank > normalized.size()) return false;
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t dim = param[skip + i], target = normalized[normalized.size() - rank + i];
+    if (dim != target && dim != 1) return false;
+  }
+  if (skipped) *skipped = skip;
+  return true;
+}
+
+// `param` (Scale or B) broadcast to `normalized`, as `count` values of T.
 template <typename T>
 std::vector<T> ExpandToNormalizedShape(const KernelContext& ctx, const Tensor& param, const char* name,
                                        const Shape& normalized) {
-  Shape dims = param.shape();
-  // Leading 1s may extend past the normalized dims (e.g. Scale [1, 1, C] for axis=-1).
-  while (dims.size() > normalized.size() && dims.front() == 1) dims.erase(dims.begin());
-  bool compatible = dims.size() <= normalized.size();
-  for (size_t i = 0; compatible && i < dims.size(); ++i) {
-    const int64_t target = normalized[normalized.size() - dims.size() + i];
-    compatible = dims[i] == target || dims[i] == 1;
-  }
-  ET_CHECK(compatible, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": input '", name, "' of shape ",
-           ShapeToString(param.shape()), " does not broadcast to the normalized shape ", ShapeToString(normalized));
+  size_t skipped = 0;
+  ET_CHECK(BroadcastsToNormalized(param.shape(), normalized, &skipped), ErrorCode::kInvalidArgument,
+           ctx.node().Describe(), ": input '", name, "' of shape ", ShapeToString(param.shape()),
+           " does not broadcast to the normalized shape ", ShapeToString(normalized));
+  const Shape dims(param.shape().begin() + static_cast<int64_t>(skipped), param.shape().end());
   ET_CHECK(param.dtype() == DataTypeOf<T>(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": input '", name,
            "' has element type ", DataTypeName(param.dtype()), " but X has ", DataTypeName(DataTypeOf<T>()));
   const T* src = param.data<T>();
@@ -225,6 +296,165 @@ std::vector<T> ExpandToNormalizedShape(const KernelContext& ctx, const Tensor& p
   return expanded;
 }
 
+// oneDNN runs LayerNormalization and its gradient on float32 X viewed as [rows, cols], with float32
+// statistics and Scale (and B) of exactly `cols` values; otherwise the reference kernels run.
+struct DnnlLayerNormConfig {
+  bool backward;
+  bool with_bias;
+  int64_t rows, cols;
+  float epsilon;
+};
+
+#if defined(EDGETRAIN_WITH_DNNL)
+
+// Forward: SRC, SCALE (, SHIFT) -> DST, MEAN, VARIANCE. Backward: SRC, DIFF_DST, MEAN, VARIANCE, SCALE
+// -> DIFF_SRC, DIFF_SCALE, DIFF_SHIFT (oneDNN 2.6 also wants SHIFT bound when it computes DIFF_SHIFT).
+dnnl_util::BoundPrimitive MakeLayerNorm(const DnnlLayerNormConfig& config) {
+  using dnnl::memory;
+  const memory::desc data({config.rows, config.cols}, memory::data_type::f32, memory::format_tag::ab);
+  const memory::desc stats({config.rows}, memory::data_type::f32, memory::format_tag::a);
+  const memory::desc params({config.cols}, memory::data_type::f32, memory::format_tag::a);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::engine& engine = dnnl_util::CpuEngine();
+  const dnnl::normalization_flags flags =
+      config.with_bias ? dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift
+                       : dnnl::normalization_flags::use_scale;
+  std::vector<std::pair<int, memory::desc>> args = {
+      {DNNL_ARG_SRC, data}, {DNNL_ARG_MEAN, stats}, {DNNL_ARG_VARIANCE, stats}, {DNNL_ARG_SCALE, params}};
+  if (config.with_bias) args.emplace_back(DNNL_ARG_SHIFT, params);
+  try {
+    const dnnl::layer_normalization_forward::desc forward(dnnl::prop_kind::forward_training, data, stats,
+                                                          config.epsilon, flags);
+    if (!config.backward) {
+      args.emplace_back(DNNL_ARG_DST, data);
+      return dnnl_util::Bind<dnnl::layer_normalization_forward>({forward, attr, engine}, args);
+    }
+    const dnnl::layer_normalization_forward::primitive_desc hint(forward, engine);
+    const dnnl::layer_normalization_backward::desc backward(dnnl::prop_kind::backward, data, data, stats,
+                                                            config.epsilon, flags);
+    args.insert(args.end(), {{DNNL_ARG_DIFF_DST, data}, {DNNL_ARG_DIFF_SRC, data}, {DNNL_ARG_DIFF_SCALE, params}});
+    if (config.with_bias) args.emplace_back(DNNL_ARG_DIFF_SHIFT, params);
+    return dnnl_util::Bind<dnnl::layer_normalization_backward>({backward, attr, engine, hint}, args);
+  } catch (const dnnl::error&) {
+    dnnl_util::BoundPrimitive refused;
+    refused.refused = true;
+    return refused;
+  }
+}
+
+// This thread's primitive for `config`, or null when oneDNN cannot run it.
+dnnl_util::BoundPrimitive* CachedLayerNorm(const DnnlLayerNormConfig& config) {
+  thread_local dnnl_util::Key key;
+  key.Clear();
+  key.Add({config.backward ? 1 : 0, config.with_bias ? 1 : 0, config.rows, config.cols,
+           static_cast<int64_t>(std::bit_cast<uint32_t>(config.epsilon))});
+  // Capturing one reference keeps the std::function in its small buffer (no allocation on a hit).
+  dnnl_util::BoundPrimitive& bound =
+      dnnl_util::Cached<dnnl_util::BoundPrimitive>(key, [&config] { return MakeLayerNorm(config); });
+  return bound.refused ? nullptr : &bound;
+}
+
+#endif
+
+// Whether `param` (Scale or B) holds one float32 value per normalized element.
+bool DnnlTakesParam(const Tensor& param, const Shape& normalized, int64_t cols) {
+  return param.dtype() == DataType::kFloat32 && param.numel() == cols &&
+         BroadcastsToNormalized(param.shape(), normalized);
+}
+
+// Whether the oneDNN path takes a LayerNormalization (or its gradient) with this X, Scale and statistics type.
+bool DnnlTakesLayerNorm(const Tensor& x, const Tensor& scale, DataType stat_dtype, const Shape& normalized,
+                        int64_t rows, int64_t cols) {
+#if defined(EDGETRAIN_WITH_DNNL)
+  return UseDnnl() && x.dtype() == DataType::kFloat32 && stat_dtype == DataType::kFloat32 && rows > 0 && cols > 0 &&
+         DnnlTakesParam(scale, normalized, cols);
+#else
+  (void)x, (void)scale, (void)stat_dtype, (void)normalized, (void)rows, (void)cols;
+  return false;
+#endif
+}
+
+// LayerNormalization on oneDNN; false when the reference kernel must run.
+bool DnnlLayerNormalization(KernelContext& ctx, const Shape& normalized, int64_t rows, int64_t cols, double epsilon,
+                            DataType stat_dtype, const Shape& stat_shape) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& scale = ctx.Input(1);
+  const bool with_bias = ctx.HasInput(2);
+  if (!DnnlTakesLayerNorm(x, scale, stat_dtype, normalized, rows, cols)) return false;
+  if (with_bias && !DnnlTakesParam(ctx.Input(2), normalized, cols)) return false;
+#if defined(EDGETRAIN_WITH_DNNL)
+  const DnnlLayerNormConfig config{false, with_bias, rows, cols, static_cast<float>(epsilon)};
+  dnnl_util::BoundPrimitive* bound = CachedLayerNorm(config);
+  if (!bound) return false;
+  Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  // Statistics the node does not output go to this thread's scratch.
+  thread_local std::vector<float> unrequested;
+  if (unrequested.size() < 2 * static_cast<size_t>(rows)) unrequested.resize(2 * static_cast<size_t>(rows));
+  float* mean = ctx.HasOutput(1) ? ctx.Output(1, stat_shape, DataType::kFloat32).data<float>() : unrequested.data();
+  float* inv_std =
+      ctx.HasOutput(2) ? ctx.Output(2, stat_shape, DataType::kFloat32).data<float>() : unrequested.data() + rows;
+  const void* bias = with_bias ? ctx.Input(2).raw() : nullptr;
+  if (!dnnl_util::Execute(*bound,
+                          {{DNNL_ARG_SRC, x.raw()},
+                           {DNNL_ARG_SCALE, scale.raw()},
+                           {DNNL_ARG_SHIFT, bias},
+                           {DNNL_ARG_DST, y.raw()},
+                           {DNNL_ARG_MEAN, mean},
+                           {DNNL_ARG_VARIANCE, inv_std}},
+                          ctx.threads().num_threads()))
+    return false;
+  for (int64_t row = 0; row < rows; ++row)
+    inv_std[row] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(inv_std[row]) + epsilon));
+  return true;
+#else
+  (void)epsilon, (void)stat_shape;
+  return false;
+#endif
+}
+
+// LayerNormalizationGrad (dY, X, Scale, Mean, InvStdDev) on oneDNN; false when the reference kernel must run.
+// oneDNN takes the variance: it gets 1 / InvStdDev^2 with epsilon 0, which gives back InvStdDev.
+bool DnnlLayerNormalizationGrad(KernelContext& ctx, int64_t rows, int64_t cols, const Shape& normalized) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const Tensor& scale = ctx.Input(2);
+  const Tensor& mean = ctx.Input(3);
+  const Tensor& inv_std = ctx.Input(4);
+  if (!DnnlTakesLayerNorm(x, scale, mean.dtype(), normalized, rows, cols) || inv_std.dtype() != DataType::kFloat32 ||
+      mean.numel() != rows || inv_std.numel() != rows || ctx.NumOutputs() < 3)
+    return false;
+#if defined(EDGETRAIN_WITH_DNNL)
+  const DnnlLayerNormConfig config{true, true, rows, cols, 0.0f};
+  dnnl_util::BoundPrimitive* bound = CachedLayerNorm(config);
+  if (!bound) return false;
+  thread_local std::vector<float> variance;
+  if (variance.size() < static_cast<size_t>(rows)) variance.resize(static_cast<size_t>(rows));
+  const float* inv_std_values = inv_std.data<float>();
+  for (int64_t row = 0; row < rows; ++row) {
+    const double s = inv_std_values[row];
+    variance[row] = static_cast<float>(1.0 / (s * s));
+  }
+  Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
+  Tensor& dscale = ctx.Output(1, normalized, x.dtype());
+  Tensor& dbias = ctx.Output(2, normalized, x.dtype());
+  return dnnl_util::Execute(*bound,
+                            {{DNNL_ARG_SRC, x.raw()},
+                             {DNNL_ARG_DIFF_DST, dy.raw()},
+                             {DNNL_ARG_MEAN, mean.raw()},
+                             {DNNL_ARG_VARIANCE, variance.data()},
+                             {DNNL_ARG_SCALE, scale.raw()},
+                             {DNNL_ARG_SHIFT, scale.raw()},
+                             {DNNL_ARG_DIFF_SRC, dx.raw()},
+                             {DNNL_ARG_DIFF_SCALE, dscale.raw()},
+                             {DNNL_ARG_DIFF_SHIFT, dbias.raw()}},
+                            ctx.threads().num_threads());
+#else
+  (void)dy;
+  return false;
+#endif
+}
+
 void LayerNormalization(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
@@ -242,6 +472,7 @@ void LayerNormalization(KernelContext& ctx) {
   const int64_t cols = NumElements(normalized);
   Shape stat_shape = x.shape();
   for (int64_t d = axis; d < rank; ++d) stat_shape[d] = 1;
+  if (DnnlLayerNormalization(ctx, normalized, rows, cols, epsilon, stat_dtype, stat_shape)) return;
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -255,14 +486,8 @@ void LayerNormalization(KernelContext& ctx) {
       for (int64_t row = begin; row < end; ++row) {
         const T* src = xp + row * cols;
         T* dst = yp + row * cols;
-        double sum = 0;
-        for (int64_t i = 0; i < cols; ++i) sum += static_cast<double>(src[i]);
-        const double m = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
-        double squares = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          const double d = static_cast<double>(src[i]) - m;
-          squares += d * d;
-        }
+        const double m = cols > 0 ? Sum(src, cols) / static_cast<double>(cols) : 0.0;
+        const double squares = SquaresAbout(src, cols, static_cast<T>(m));
         const double inv_std = 1.0 / std::sqrt((cols > 0 ? squares / static_cast<double>(cols) : 0.0) + epsilon);
         means[row] = m;
         inv_stds[row] = inv_std;
@@ -459,41 +684,37 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
     std::vector<double> dscale(channels, 0.0), dbias(channels, 0.0);
     ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        auto for_each = [&](auto&& fn) {
-          for (int64_t n = 0; n < batch; ++n) {
-            const int64_t offset = (n * channels + c) * spatial;
-            for (int64_t i = 0; i < spatial; ++i) fn(offset + i);
-          }
-        };
-        double mean = 0, inv_std = 0;
+        double mean = 0;
         if (saved_statistics) {
           mean = saved_mean[c];
-          inv_std = saved_inv_std[c];
         } else {
           double sum = 0;
-          for_each([&](int64_t e) { sum += static_cast<double>(xp[e]); });
+          ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) { sum += Sum(xp + run, spatial); });
           mean = count > 0 ? sum / count : 0.0;
-          double squares = 0;
-          for_each([&](int64_t e) {
-            const double d = static_cast<double>(xp[e]) - mean;
-            squares += d * d;
-          });
-          inv_std = 1.0 / std::sqrt((count > 0 ? squares / count : 0.0) + epsilon);
         }
-        double sum_dy = 0, sum_dy_xhat = 0;
-        for_each([&](int64_t e) {
-          const double g = static_cast<double>(dyp[e]);
-          sum_dy += g;
-          sum_dy_xhat += g * (static_cast<double>(xp[e]) - mean) * inv_std;
+        const T mean_t = static_cast<T>(mean);
+        CenteredSums sums;
+        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
+          const T* dy_run = dyp + run;
+          const auto dy_at = [dy_run](int64_t i) { return dy_run[i]; };
+          sums.Add(xp + run, dy_at, spatial, mean_t);
         });
-        dbias[c] = sum_dy;
-        dscale[c] = sum_dy_xhat;
-        const double mean_dy = count > 0 ? sum_dy / count : 0.0;
-        const double mean_dy_xhat = count > 0 ? sum_dy_xhat / count : 0.0;
-        const double multiplier = scale[c] * inv_std;
-        for_each([&](int64_t e) {
-          const double xhat = (static_cast<double>(xp[e]) - mean) * inv_std;
-          dxp[e] = static_cast<T>(multiplier * (static_cast<double>(dyp[e]) - mean_dy - xhat * mean_dy_xhat));
+        const double inv_std =
+            saved_statistics ? saved_inv_std[c] : 1.0 / std::sqrt((count > 0 ? sums.squares / count : 0.0) + epsilon);
+        dbias[c] = sums.g;
+        dscale[c] = sums.g_centered * inv_std;
+        // dX = multiplier * (dY - mean(dY) - (X - mean) * projection), projection = mean(dY * xhat) * inv_std.
+        const T mean_dy = static_cast<T>(count > 0 ? sums.g / count : 0.0);
+        const T projection = static_cast<T>(count > 0 ? sums.g_centered * inv_std * inv_std / count : 0.0);
+        const T multiplier = static_cast<T>(scale[c] * inv_std);
+        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
+          const T* x_run = xp + run;
+          const T* dy_run = dyp + run;
+          T* dx_run = dxp + run;
+#pragma omp simd
+          for (int64_t i = 0; i < spatial; ++i) {
+            dx_run[i] = multiplier * (dy_run[i] - mean_dy - (x_run[i] - mean_t) * projection);
+          }
         });
       }
     });
@@ -568,6 +789,7 @@ void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
   const Shape normalized(x.shape().begin() + axis, x.shape().end());
   const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t cols = NumElements(normalized);
+  if (centered && DnnlLayerNormalizationGrad(ctx, rows, cols, normalized)) return;
   const size_t inv_std_input = centered ? 4 : 3;
   const std::vector<double> inv_stds = ctx.Input(inv_std_input).ToDoubleVector();
   const std::vector<double> means = centered ? ctx.Input(3).ToDoubleVector() : std::vector<double>(rows, 0.0);
@@ -586,20 +808,21 @@ void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
       for (int64_t row = begin; row < end; ++row) {
         const T* xr = xp + row * cols;
         const T* dyr = dyp + row * cols;
-        const double mean = means[row], inv_std = inv_stds[row];
-        double sum_g = 0, sum_g_xhat = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          const double g = static_cast<double>(dyr[i]) * static_cast<double>(scale[i]);
-          sum_g += g;
-          sum_g_xhat += g * (static_cast<double>(xr[i]) - mean) * inv_std;
-        }
-        const double mean_g = cols > 0 && centered ? sum_g / static_cast<double>(cols) : 0.0;
-        const double mean_g_xhat = cols > 0 ? sum_g_xhat / static_cast<double>(cols) : 0.0;
+        const T* scale_p = scale.data();
+        const T mean_t = static_cast<T>(means[row]);
+        const double inv_std = inv_stds[row];
+        CenteredSums sums;
+        const auto g_at = [dyr, scale_p](int64_t i) { return dyr[i] * scale_p[i]; };
+        sums.Add(xr, g_at, cols, mean_t);
+        // dX = inv_std * (g - mean(g) - (X - mean) * projection), projection = mean(g * xhat) * inv_std.
+        const T mean_g = static_cast<T>(cols > 0 && centered ? sums.g / static_cast<double>(cols) : 0.0);
+        const T projection =
+            static_cast<T>(cols > 0 ? sums.g_centered * inv_std * inv_std / static_cast<double>(cols) : 0.0);
+        const T inv_std_t = static_cast<T>(inv_std);
         T* dxr = dxp + row * cols;
+#pragma omp simd
         for (int64_t i = 0; i < cols; ++i) {
-          const double g = static_cast<double>(dyr[i]) * static_cast<double>(scale[i]);
-          const double xhat = (static_cast<double>(xr[i]) - mean) * inv_std;
-          dxr[i] = static_cast<T>(inv_std * (g - mean_g - xhat * mean_g_xhat));
+          dxr[i] = inv_std_t * (dyr[i] * scale_p[i] - mean_g - (xr[i] - mean_t) * projection);
         }
       }
     });
@@ -609,11 +832,11 @@ void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
       for (int64_t row = 0; row < rows; ++row) {
         const T* xr = xp + row * cols;
         const T* dyr = dyp + row * cols;
-        const double mean = means[row], inv_std = inv_stds[row];
+        const T mean_t = static_cast<T>(means[row]), inv_std_t = static_cast<T>(inv_stds[row]);
+#pragma omp simd
         for (int64_t i = begin; i < end; ++i) {
-          const double g = static_cast<double>(dyr[i]);
-          dbias[i] += g;
-          dscale[i] += g * (static_cast<double>(xr[i]) - mean) * inv_std;
+          dbias[i] += static_cast<double>(dyr[i]);
+          dscale[i] += static_cast<double>(dyr[i] * (xr[i] - mean_t) * inv_std_t);
         }
       }
     });

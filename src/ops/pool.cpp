@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ops/function_builder.hpp"
@@ -90,24 +91,48 @@ struct PoolWindows {
   std::vector<int64_t> begin;    // output o uses offsets[begin[o] .. begin[o+1])
   std::vector<int64_t> offsets;
   std::vector<int64_t> padded_counts;
+  int64_t uniform_taps = 0;  // the tap count of every window when they all have the same, else 0
 
-  // The input-plane offsets that output position `o` reads.
-  std::span<const int64_t> Taps(int64_t o) const {
-    return {offsets.data() + begin[o], static_cast<size_t>(begin[o + 1] - begin[o])};
+  // The input-plane offsets that output position `o` reads; a fixed `Extent` needs uniform_taps == Extent.
+  template <size_t Extent = std::dynamic_extent>
+  std::span<const int64_t, Extent> Taps(int64_t o) const {
+    if constexpr (Extent == std::dynamic_extent) {
+      return {offsets.data() + begin[o], static_cast<size_t>(begin[o + 1] - begin[o])};
+    } else {
+      return std::span<const int64_t, Extent>(offsets.data() + o * static_cast<int64_t>(Extent), Extent);
+    }
   }
 };
 
+// Calls fn(std::integral_constant<size_t, Extent>{}): Extent is the tap count all windows share when it
+// is 4 or 9 (2x2 and 3x3 windows inside the input), so the window loops unroll; else dynamic_extent.
+template <typename Fn>
+void WithTapExtent(const PoolWindows& windows, Fn&& fn) {
+  switch (windows.uniform_taps) {
+    case 4: return fn(std::integral_constant<size_t, 4>{});
+    case 9: return fn(std::integral_constant<size_t, 9>{});
+    default: return fn(std::integral_constant<size_t, std::dynamic_extent>{});
+  }
+}
+
 // The largest value among `taps` of `plane` (lowest for an empty window) and its offset (the first
 // tap, or 0, when no value beats the lowest); MaxPool and its gradient pick the same tap.
-template <typename T>
-std::pair<T, int64_t> WindowMax(const T* plane, std::span<const int64_t> taps) {
+template <typename T, size_t Extent>
+std::pair<T, int64_t> WindowMax(const T* plane, std::span<const int64_t, Extent> taps) {
   T best = std::numeric_limits<T>::lowest();
   if constexpr (std::is_floating_point_v<T>) best = -std::numeric_limits<T>::infinity();
   int64_t best_offset = taps.empty() ? 0 : taps[0];
   for (int64_t tap : taps) {
-    if (plane[tap] > best) {
-      best = plane[tap];
-      best_offset = tap;
+    if constexpr (Extent == std::dynamic_extent) {
+      if (plane[tap] > best) {
+        best = plane[tap];
+        best_offset = tap;
+      }
+    } else {
+      // Unrolled windows select without branches (the branch on random data mispredicts).
+      const int64_t better = -static_cast<int64_t>(plane[tap] > best);
+      best_offset ^= (best_offset ^ tap) & better;
+      best = std::max(best, plane[tap]);
     }
   }
   return {best, best_offset};
@@ -150,6 +175,9 @@ PoolWindows BuildWindows(const PoolGeometry& g) {
     }
   }
   w.begin.push_back(static_cast<int64_t>(w.offsets.size()));
+  w.uniform_taps = out_size > 0 ? w.begin[1] - w.begin[0] : 0;
+  for (int64_t o = 1; o < out_size && w.uniform_taps; ++o)
+    if (w.begin[o + 1] - w.begin[o] != w.uniform_taps) w.uniform_taps = 0;
   return w;
 }
 
@@ -201,19 +229,21 @@ void MaxPoolKernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-      for (int64_t plane = begin; plane < end; ++plane) {
-        const T* xin = xp + plane * in_size;
-        T* yout = yp + plane * out_size;
-        for (int64_t o = 0; o < out_size; ++o) {
-          const auto [best, best_offset] = WindowMax(xin, windows.Taps(o));
-          yout[o] = best;
-          if (indices) {
-            const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
-            indices[plane * out_size + o] = plane * in_size + local;
+    WithTapExtent(windows, [&](auto extent) {
+      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const T* xin = xp + plane * in_size;
+          T* yout = yp + plane * out_size;
+          for (int64_t o = 0; o < out_size; ++o) {
+            const auto [best, best_offset] = WindowMax(xin, windows.Taps<extent()>(o));
+            yout[o] = best;
+            if (indices) {
+              const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
+              indices[plane * out_size + o] = plane * in_size + local;
+            }
           }
         }
-      }
+      });
     });
   });
 }
@@ -233,19 +263,21 @@ void AveragePoolKernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-      for (int64_t plane = begin; plane < end; ++plane) {
-        const T* xin = xp + plane * in_size;
-        T* yout = yp + plane * out_size;
-        for (int64_t o = 0; o < out_size; ++o) {
-          const std::span<const int64_t> taps = windows.Taps(o);
-          T sum = T(0);
-          for (int64_t tap : taps) sum += xin[tap];
-          const int64_t count = static_cast<int64_t>(taps.size());
-          const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
-          yout[o] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
+    WithTapExtent(windows, [&](auto extent) {
+      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const T* xin = xp + plane * in_size;
+          T* yout = yp + plane * out_size;
+          for (int64_t o = 0; o < out_size; ++o) {
+            const auto taps = windows.Taps<extent()>(o);
+            T sum = T(0);
+            for (int64_t tap : taps) sum += xin[tap];
+            const int64_t count = static_cast<int64_t>(taps.size());
+            const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
+            yout[o] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
+          }
         }
-      }
+      });
     });
   });
 }
@@ -437,14 +469,16 @@ void MaxPoolGradKernel(KernelContext& ctx) {
     const T* xp = x.data<T>();
     const T* dyp = dy.data<T>();
     T* dxp = dx.data<T>();
-    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-      for (int64_t plane = begin; plane < end; ++plane) {
-        const T* xin = xp + plane * in_size;
-        const T* dyout = dyp + plane * out_size;
-        T* dxin = dxp + plane * in_size;
-        std::fill(dxin, dxin + in_size, T(0));
-        for (int64_t o = 0; o < out_size; ++o) dxin[WindowMax(xin, windows.Taps(o)).second] += dyout[o];
-      }
+    WithTapExtent(windows, [&](auto extent) {
+      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const T* xin = xp + plane * in_size;
+          const T* dyout = dyp + plane * out_size;
+          T* dxin = dxp + plane * in_size;
+          std::fill(dxin, dxin + in_size, T(0));
+          for (int64_t o = 0; o < out_size; ++o) dxin[WindowMax(xin, windows.Taps<extent()>(o)).second] += dyout[o];
+        }
+      });
     });
   });
 }
@@ -463,19 +497,21 @@ void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_sh
     using T = typename decltype(tag)::type;
     const T* dyp = dy.data<T>();
     T* dxp = dx.data<T>();
-    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-      for (int64_t plane = begin; plane < end; ++plane) {
-        const T* dyout = dyp + plane * out_size;
-        T* dxin = dxp + plane * in_size;
-        std::fill(dxin, dxin + in_size, T(0));
-        for (int64_t o = 0; o < out_size; ++o) {
-          const std::span<const int64_t> taps = windows.Taps(o);
-          const int64_t divisor = count_include_pad ? windows.padded_counts[o] : static_cast<int64_t>(taps.size());
-          if (divisor <= 0) continue;
-          const T share = dyout[o] / static_cast<T>(divisor);
-          for (int64_t tap : taps) dxin[tap] += share;
+    WithTapExtent(windows, [&](auto extent) {
+      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const T* dyout = dyp + plane * out_size;
+          T* dxin = dxp + plane * in_size;
+          std::fill(dxin, dxin + in_size, T(0));
+          for (int64_t o = 0; o < out_size; ++o) {
+            const auto taps = windows.Taps<extent()>(o);
+            const int64_t divisor = count_include_pad ? windows.padded_counts[o] : static_cast<int64_t>(taps.size());
+            if (divisor <= 0) continue;
+            const T share = dyout[o] / static_cast<T>(divisor);
+            for (int64_t tap : taps) dxin[tap] += share;
+          }
         }
-      }
+      });
     });
   });
 }

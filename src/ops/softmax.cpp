@@ -6,11 +6,16 @@
 #include <cmath>
 #include <memory>
 
+#include "core/kernel_backend.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shared_kernels.hpp"
 #include "ops/softmax_util.hpp"
+
+#if defined(EDGETRAIN_WITH_DNNL)
+#include "ops/dnnl_util.hpp"
+#endif
 
 namespace edgetrain {
 namespace {
@@ -47,11 +52,85 @@ SoftmaxView ViewForSoftmax(const KernelContext& ctx, const Shape& shape) {
   return ViewForSoftmax(ctx.node(), shape, coerce_to_2d, coerce_to_2d ? 1 : -1);
 }
 
+// ---- oneDNN path: float32 rows (the normalised dims contiguous) of at least kDnnlMinElements in all ----
+
+constexpr int64_t kDnnlMinElements = 4096;
+
+enum class SoftmaxPass : int64_t { kForward, kBackward };
+
+// Softmax or LogSoftmax over axis 1 of [rows, n].
+struct DnnlSoftmaxConfig {
+  SoftmaxPass pass;
+  SoftmaxMode mode;
+  int64_t rows, n;
+};
+
+#if defined(EDGETRAIN_WITH_DNNL)
+
+// Forward: SRC -> DST; backward from the output: DST, DIFF_DST -> DIFF_SRC.
+template <typename Forward, typename Backward>
+dnnl_util::BoundPrimitive MakeSoftmax(const DnnlSoftmaxConfig& config) {
+  using dnnl::memory;
+  const memory::desc data({config.rows, config.n}, memory::data_type::f32, memory::format_tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::engine& engine = dnnl_util::CpuEngine();
+  const typename Forward::desc forward(dnnl::prop_kind::forward_training, data, 1);
+  if (config.pass == SoftmaxPass::kForward) {
+    return dnnl_util::Bind<Forward>({forward, attr, engine}, {{DNNL_ARG_SRC, data}, {DNNL_ARG_DST, data}});
+  }
+  const typename Forward::primitive_desc hint(forward, engine);
+  const typename Backward::desc backward(data, data, 1);
+  return dnnl_util::Bind<Backward>({backward, attr, engine, hint},
+                                   {{DNNL_ARG_DST, data}, {DNNL_ARG_DIFF_DST, data}, {DNNL_ARG_DIFF_SRC, data}});
+}
+
+dnnl_util::BoundPrimitive MakeSoftmaxOrRefuse(const DnnlSoftmaxConfig& config) {
+  try {
+    return config.mode == SoftmaxMode::kSoftmax
+               ? MakeSoftmax<dnnl::softmax_forward, dnnl::softmax_backward>(config)
+               : MakeSoftmax<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>(config);
+  } catch (const dnnl::error&) {
+    dnnl_util::BoundPrimitive refused;
+    refused.refused = true;
+    return refused;
+  }
+}
+
+#endif
+
+// Runs the pass on oneDNN when it applies: forward x -> out (y unused), backward (dy = x, y) -> out.
+// False when the reference kernel must run.
+bool DnnlSoftmax(KernelContext& ctx, SoftmaxPass pass, SoftmaxMode mode, const SoftmaxView& v, DataType dtype,
+                 const void* x, const void* y, void* out) {
+#if defined(EDGETRAIN_WITH_DNNL)
+  if (!UseDnnl() || dtype != DataType::kFloat32 || v.inner != 1 || v.n <= 0 || v.outer <= 0 ||
+      v.outer * v.n < kDnnlMinElements)
+    return false;
+  const DnnlSoftmaxConfig config{pass, mode, v.outer, v.n};
+  thread_local dnnl_util::Key key;
+  key.Clear();
+  key.Add({static_cast<int64_t>(pass), static_cast<int64_t>(mode), v.outer, v.n});
+  // Capturing one reference keeps the std::function in its small buffer (no allocation on a hit).
+  dnnl_util::BoundPrimitive& bound =
+      dnnl_util::Cached<dnnl_util::BoundPrimitive>(key, [&config] { return MakeSoftmaxOrRefuse(config); });
+  if (bound.refused) return false;
+  const int threads = ctx.threads().num_threads();
+  if (pass == SoftmaxPass::kForward)
+    return dnnl_util::Execute(bound, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, out}}, threads);
+  return dnnl_util::Execute(bound, {{DNNL_ARG_DIFF_DST, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_SRC, out}}, threads);
+#else
+  (void)ctx, (void)pass, (void)mode, (void)v, (void)dtype, (void)x, (void)y, (void)out;
+  return false;
+#endif
+}
+
 template <SoftmaxMode kMode>
 void SoftmaxKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const SoftmaxView v = ViewForSoftmax(ctx, x.shape());
   Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+  if (DnnlSoftmax(ctx, SoftmaxPass::kForward, kMode, v, x.dtype(), x.raw(), nullptr, y.raw())) return;
   VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     SoftmaxAlongAxis<T>(x.data<T>(), y.data<T>(), v.outer, v.n, v.inner, kMode, ctx.threads());
@@ -97,6 +176,7 @@ void SoftmaxBackwardKernel(KernelContext& ctx, SoftmaxMode mode, bool coerce_to_
            " must have the same shape and element type");
   const SoftmaxView v = ViewForSoftmax(node, y.shape(), coerce_to_2d, default_axis);
   Tensor& dx = ctx.Output(0, y.shape(), y.dtype());
+  if (DnnlSoftmax(ctx, SoftmaxPass::kBackward, mode, v, y.dtype(), dy.raw(), y.raw(), dx.raw())) return;
   VisitFloat(y.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* dy_data = dy.data<T>();

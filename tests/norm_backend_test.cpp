@@ -1,0 +1,326 @@
+// The float32 normalization and softmax kernels (BatchNormalization, LayerNormalization, Softmax,
+// LogSoftmax and their fused gradients), on each kernel backend, against the float64 reference
+// kernels on the same values. Shapes are odd on purpose: they exercise the oneDNN paths where those
+// apply (float32 LayerNorm with Scale of the normalized shape, softmax rows of 4096+ elements in all)
+// and the reference fallbacks beside them (broadcast Scale, float64 statistics, strided softmax axis).
+// Also MaxPool and MaxPoolGrad on ties and NaNs, in unrolled (2x2) and general (clipped) windows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "core/kernel_backend.hpp"
+#include "ort_op_test_util.hpp"
+
+namespace edgetrain::testing {
+namespace {
+
+Tensor ToFloat32(const Tensor& t) {
+  if (t.dtype() != DataType::kFloat64) return t;
+  const std::vector<double> values = t.ToDoubleVector();
+  return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), t.shape());
+}
+
+// The node's outputs with the ai.edgetrain domain imported (for the fused gradients).
+std::vector<Tensor> RunNode(const OneNode& node) {
+  Model model = OneNodeModel(node);
+  model.opsets[kEdgetrainDomain] = 1;
+  std::vector<Tensor> tensors;
+  for (const RuntimeValue& value : Session(std::move(model)).RunValues(OneNodeFeeds(node.inputs)))
+    tensors.push_back(value.tensor);
+  return tensors;
+}
+
+// A gradient node of `domain` with its three outputs (dX and the parameters' gradients) requested.
+OneNode GradNode(const std::string& op, const std::string& domain, std::vector<NodeInput> inputs,
+                 std::map<std::string, Attribute> attributes, size_t outputs = 3) {
+  OneNode node;
+  node.op = op;
+  node.domain = domain;
+  node.inputs = std::move(inputs);
+  node.attributes = std::move(attributes);
+  node.outputs.assign(outputs, true);
+  return node;
+}
+
+OneNode WithFloat32Inputs(OneNode node) {
+  for (NodeInput& input : node.inputs)
+    if (input.present()) input.tensor = ToFloat32(input.tensor);
+  return node;
+}
+
+// A node over float64 inputs; the test runs it as given and again with those inputs in float32.
+struct NormRow {
+  std::string name;
+  std::function<OneNode()> make;
+};
+void PrintTo(const NormRow& row, std::ostream* os) { *os << row.name; }
+
+class NormBackends : public ::testing::TestWithParam<NormRow> {
+ protected:
+  void SetUp() override { saved_ = ActiveKernelBackend(); }
+  void TearDown() override { SetKernelBackend(saved_); }
+
+  // Every float32 output within 1e-4 of the largest magnitude of the float64 output.
+  void ExpectFloat32MatchesFloat64(KernelBackend backend, const std::string& label) const {
+    const OneNode node = GetParam().make();
+    SetKernelBackend(KernelBackend::kReference);
+    const std::vector<Tensor> expected = RunNode(node);
+    SetKernelBackend(backend);
+    const std::vector<Tensor> actual = RunNode(WithFloat32Inputs(node));
+    ASSERT_EQ(actual.size(), expected.size()) << label;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      const std::vector<double> values = expected[k].ToDoubleVector();
+      double largest = 0.0;
+      for (double v : values) largest = std::max(largest, std::abs(v));
+      ASSERT_GT(largest, 0.0) << label << " output " << k << " is all zeros";
+      ExpectValuesNear(actual[k], expected[k].shape(), values, 1e-4 * largest, label + " output " + std::to_string(k));
+    }
+  }
+
+ private:
+  KernelBackend saved_ = KernelBackend::kReference;
+};
+
+TEST_P(NormBackends, ReferenceFloat32MatchesFloat64) {
+  ExpectFloat32MatchesFloat64(KernelBackend::kReference, GetParam().name + " (reference)");
+}
+
+TEST_P(NormBackends, DnnlFloat32MatchesFloat64) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  ExpectFloat32MatchesFloat64(KernelBackend::kDnnl, GetParam().name + " (oneDNN)");
+}
+
+Attribute Int(int64_t v) { return Attribute::Int(v); }
+Attribute Float(float v) { return Attribute::Float(v); }
+
+// BatchNormalization over X of `shape` with per-channel parameters; positive running variance.
+OneNode BatchNorm(const Shape& shape, bool training, int64_t opset = 15, size_t outputs = 3) {
+  const Shape channels = {shape[1]};
+  OneNode node = OnnxNode("BatchNormalization",
+                          {RandomTensor(shape, 1, -2.0, 3.0), RandomTensor(channels, 2, 0.5, 1.5),
+                           RandomTensor(channels, 3), RandomTensor(channels, 4), RandomTensor(channels, 5, 0.5, 2.0)},
+                          {{"epsilon", Float(1e-3f)}, {"momentum", Float(0.7f)}}, training ? outputs : 1, opset);
+  if (opset >= 14) node.attributes["training_mode"] = Int(training ? 1 : 0);
+  return node;
+}
+
+OneNode BatchNormGrad(const Shape& shape) {
+  return GradNode("BatchNormalizationGrad", kEdgetrainDomain,
+                  {RandomTensor(shape, 6), RandomTensor(shape, 7, -1.0, 4.0), RandomTensor({shape[1]}, 8, 0.5, 1.5)},
+                  {{"epsilon", Float(1e-4f)}});
+}
+
+// ORT's BatchNormalizationGrad takes the forward's saved mean and inverse standard deviation.
+OneNode OrtBatchNormGrad(const Shape& shape) {
+  OneNode forward = BatchNorm(shape, true, 9, 5);
+  const std::vector<Tensor> saved = RunNode(forward);
+  return GradNode("BatchNormalizationGrad", kMicrosoftDomain,
+                  {RandomTensor(shape, 9), forward.inputs[0].tensor, forward.inputs[1].tensor, saved[3], saved[4]}, {});
+}
+
+// LayerNormalization of X at `axis`; Scale (and B unless `bias` is empty) of the given shapes.
+OneNode LayerNorm(const Shape& x, int64_t axis, const Shape& scale, const Shape& bias, size_t outputs = 3,
+                  int64_t stash_type = 1) {
+  std::vector<Tensor> inputs = {RandomTensor(x, 11, -1.0, 3.0), RandomTensor(scale, 12, 0.5, 1.5)};
+  if (!bias.empty()) inputs.push_back(RandomTensor(bias, 13));
+  return OnnxNode("LayerNormalization", inputs,
+                  {{"axis", Int(axis)}, {"epsilon", Float(1e-3f)}, {"stash_type", Int(stash_type)}}, outputs);
+}
+
+// LayerNormalizationGrad with the statistics of the float64 forward (their float32 copies for the float32 run).
+OneNode LayerNormGrad(const Shape& x, int64_t axis, const Shape& scale) {
+  OneNode forward = LayerNorm(x, axis, scale, {}, 3, static_cast<int64_t>(DataType::kFloat64));
+  const std::vector<Tensor> stats = RunNode(forward);
+  return GradNode("LayerNormalizationGrad", kEdgetrainDomain,
+                  {RandomTensor(x, 14), forward.inputs[0].tensor, forward.inputs[1].tensor, stats[1], stats[2]},
+                  {{"axis", Int(axis)}});
+}
+
+OneNode Softmax(const std::string& op, const Shape& x, int64_t axis, int64_t opset = 13) {
+  return OnnxNode(op, {RandomTensor(x, 21, -4.0, 4.0)}, {{"axis", Int(axis)}}, 1, opset);
+}
+
+// SoftmaxGrad / LogSoftmaxGrad of the float64 forward's output.
+OneNode SoftmaxGrad(const std::string& forward_op, const Shape& x, int64_t axis) {
+  const Tensor y = RunNode(Softmax(forward_op, x, axis))[0];
+  return GradNode(forward_op + "Grad", kEdgetrainDomain, {RandomTensor(x, 22), y}, {{"axis", Int(axis)}}, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rows, NormBackends,
+    ::testing::Values(NormRow{"BatchNormTraining",
+                              [] {
+                                return BatchNorm({3, 5, 7, 3}, true);
+                              }},
+                      NormRow{"BatchNormTrainingRank2",
+                              [] {
+                                return BatchNorm({9, 4}, true);
+                              }},
+                      NormRow{"BatchNormTrainingLongPlanes",
+                              [] {
+                                return BatchNorm({2, 3, 9001}, true);
+                              }},
+                      NormRow{"BatchNormTrainingOpset9SavedStatistics",
+                              [] {
+                                return BatchNorm({4, 3, 2, 5}, true, 9, 5);
+                              }},
+                      NormRow{"BatchNormInference",
+                              [] {
+                                return BatchNorm({2, 3, 9, 5}, false);
+                              }},
+                      NormRow{"BatchNormGrad",
+                              [] {
+                                return BatchNormGrad({3, 5, 7, 3});
+                              }},
+                      NormRow{"BatchNormGradLongPlanes",
+                              [] {
+                                return BatchNormGrad({2, 2, 8195});
+                              }},
+                      NormRow{"OrtBatchNormGradSavedStatistics",
+                              [] {
+                                return OrtBatchNormGrad({4, 3, 5, 3});
+                              }},
+                      NormRow{"LayerNormLastAxis",
+                              [] {
+                                return LayerNorm({4, 6, 33}, -1, {33}, {33});
+                              }},
+                      NormRow{"LayerNormTwoAxes",
+                              [] {
+                                return LayerNorm({4, 6, 33}, 1, {6, 33}, {6, 33});
+                              }},
+                      NormRow{"LayerNormBroadcastScale",
+                              [] {
+                                return LayerNorm({4, 6, 33}, 1, {33}, {1, 33});
+                              }},
+                      NormRow{"LayerNormWithoutBias",
+                              [] {
+                                return LayerNorm({5, 17}, -1, {17}, {});
+                              }},
+                      NormRow{"LayerNormOnlyY",
+                              [] {
+                                return LayerNorm({7, 3, 20}, 2, {20}, {20}, 1);
+                              }},
+                      NormRow{"LayerNormFloat64Statistics",
+                              [] {
+                                return LayerNorm({4, 50}, 1, {50}, {50}, 3, static_cast<int64_t>(DataType::kFloat64));
+                              }},
+                      NormRow{"LayerNormGradLastAxis",
+                              [] {
+                                return LayerNormGrad({4, 6, 33}, -1, {33});
+                              }},
+                      NormRow{"LayerNormGradTwoAxes",
+                              [] {
+                                return LayerNormGrad({4, 6, 33}, 1, {6, 33});
+                              }},
+                      NormRow{"LayerNormGradBroadcastScale",
+                              [] {
+                                return LayerNormGrad({4, 6, 33}, 1, {1, 33});
+                              }},
+                      NormRow{"SoftmaxLastAxis",
+                              [] {
+                                return Softmax("Softmax", {70, 3, 67}, -1);
+                              }},
+                      NormRow{"LogSoftmaxLastAxis",
+                              [] {
+                                return Softmax("LogSoftmax", {70, 3, 67}, -1);
+                              }},
+                      NormRow{"SoftmaxOpset11Coerced",
+                              [] {
+                                return Softmax("Softmax", {40, 5, 30}, 1, 11);
+                              }},
+                      NormRow{"SoftmaxMiddleAxis",
+                              [] {
+                                return Softmax("Softmax", {40, 67, 3}, 1);
+                              }},
+                      NormRow{"SoftmaxSmallRows",
+                              [] {
+                                return Softmax("LogSoftmax", {6, 10}, -1);
+                              }},
+                      NormRow{"SoftmaxGradLastAxis",
+                              [] {
+                                return SoftmaxGrad("Softmax", {70, 3, 67}, -1);
+                              }},
+                      NormRow{"LogSoftmaxGradLastAxis",
+                              [] {
+                                return SoftmaxGrad("LogSoftmax", {70, 3, 67}, -1);
+                              }},
+                      NormRow{"LogSoftmaxGradMiddleAxis",
+                              [] {
+                                return SoftmaxGrad("LogSoftmax", {30, 67, 3}, 1);
+                              }}),
+    RowName());
+
+// Scale must broadcast to the normalized dims on either backend, also where it has their element count.
+TEST(NormBackendErrors, LayerNormScaleThatDoesNotBroadcast) {
+  const KernelBackend saved = ActiveKernelBackend();
+  std::vector<KernelBackend> backends = {KernelBackend::kReference};
+  if (DnnlAvailable()) backends.push_back(KernelBackend::kDnnl);
+  for (KernelBackend backend : backends) {
+    SetKernelBackend(backend);
+    const OneNode node = WithFloat32Inputs(LayerNorm({4, 6, 33}, -1, {33, 1}, {33}));
+    EXPECT_ERROR(RunNode(node), ErrorCode::kInvalidArgument, "does not broadcast to the normalized shape [33]");
+  }
+  SetKernelBackend(saved);
+}
+
+// Each window's value and gradient go to its first maximum in row-major order; NaNs never win and
+// a window of NaNs yields -inf with its gradient on its first tap. X is [1, 1, 2, 8]:
+//   0 5 0 0 NaN   1 NaN NaN
+//   5 0 0 0   2 NaN NaN NaN
+struct MaxPoolRow {
+  std::string name;
+  std::map<std::string, Attribute> attributes;
+  std::vector<double> y;                       // MaxPool
+  std::vector<std::pair<int64_t, double>> dx;  // MaxPoolGrad for dY = 1, 2, 3, ...: the nonzero entries
+};
+void PrintTo(const MaxPoolRow& row, std::ostream* os) { *os << row.name; }
+
+class MaxPoolTies : public ::testing::TestWithParam<MaxPoolRow> {};
+
+void ExpectExactly(const Tensor& actual, const Shape& shape, const std::vector<double>& expected,
+                   const std::string& label) {
+  ASSERT_EQ(ShapeToString(actual.shape()), ShapeToString(shape)) << label;
+  const std::vector<double> values = actual.ToDoubleVector();
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(values[i], expected[i]) << label << " element " << i;
+}
+
+TEST_P(MaxPoolTies, FirstMaximumWins) {
+  const MaxPoolRow& row = GetParam();
+  const double nan = std::nan("");
+  const Tensor x = Doubles({0, 5, 0, 0, nan, 1, nan, nan, 5, 0, 0, 0, 2, nan, nan, nan}, {1, 1, 2, 8});
+  const Shape y_shape = {1, 1, 1, static_cast<int64_t>(row.y.size())};
+  std::vector<double> dy(row.y.size()), dx(16, 0.0);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<double>(i + 1);
+  for (const auto& [offset, value] : row.dx) dx[static_cast<size_t>(offset)] = value;
+  for (bool float32 : {false, true}) {
+    const std::string label = row.name + (float32 ? " float32" : " float64");
+    const Tensor xt = float32 ? ToFloat32(x) : x;
+    const Tensor dyt = float32 ? ToFloat32(Doubles(dy, y_shape)) : Doubles(dy, y_shape);
+    const std::vector<Tensor> y = RunNode(OnnxNode("MaxPool", {xt}, row.attributes));
+    ExpectExactly(y[0], y_shape, row.y, label + " MaxPool");
+    const std::vector<Tensor> grad = RunNode(GradNode("MaxPoolGrad", kEdgetrainDomain, {dyt, xt}, row.attributes, 1));
+    ExpectExactly(grad[0], x.shape(), dx, label + " MaxPoolGrad");
+  }
+}
+
+const double kMinusInfinity = -std::numeric_limits<double>::infinity();
+
+INSTANTIATE_TEST_SUITE_P(Rows, MaxPoolTies,
+                         ::testing::Values(MaxPoolRow{"Unrolled2x2",
+                                                      {{"kernel_shape", Attribute::Ints({2, 2})},
+                                                       {"strides", Attribute::Ints({2, 2})}},
+                                                      {5, 0, 2, kMinusInfinity},
+                                                      {{1, 1}, {2, 2}, {12, 3}, {6, 4}}},
+                                           MaxPoolRow{"ClippedWindows",
+                                                      {{"kernel_shape", Attribute::Ints({2, 2})},
+                                                       {"strides", Attribute::Ints({2, 2})},
+                                                       {"pads", Attribute::Ints({0, 1, 0, 1})}},
+                                                      {5, 5, 2, 1, kMinusInfinity},
+                                                      {{8, 1}, {1, 2}, {12, 3}, {5, 4}, {7, 5}}}),
+                         RowName());
+
+}  // namespace
+}  // namespace edgetrain::testing
