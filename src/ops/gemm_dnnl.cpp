@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "core/function_ref.hpp"
 #include "ops/dnnl_util.hpp"
 #endif
 
@@ -20,47 +21,61 @@ bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 
 namespace {
 
-// One matmul primitive with its memory objects and argument array, bound to new data per call.
-struct BatchedMatMulCall {
-  bool refused = false;
-  dnnl::matmul primitive;
-  dnnl::memory a, b, c, scratchpad;
-  size_t scratchpad_bytes = 0;
-  std::vector<dnnl_exec_arg_t> args;
-};
+using dims = dnnl::memory::dims;
+constexpr auto kF32 = dnnl::memory::data_type::f32;
 
-dnnl::memory::desc Contiguous(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+// The cached matmul under `key` on this thread, made on first use from the operands' descriptions
+// (src, weights, [bias,] dst).
+dnnl_util::BoundPrimitive& CachedMatMul(const dnnl_util::Key& key,
+                                        FunctionRef<std::vector<dnnl::memory::desc>()> describe) {
+  return dnnl_util::Cached<dnnl_util::BoundPrimitive>(key, [&] {
+    try {
+      const std::vector<dnnl::memory::desc> descs = describe();
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const bool with_bias = descs.size() == 4;
+      const dnnl::matmul::primitive_desc pd =
+          with_bias ? dnnl::matmul::primitive_desc({descs[0], descs[1], descs[2], descs[3]}, attr,
+                                                   dnnl_util::CpuEngine())
+                    : dnnl::matmul::primitive_desc({descs[0], descs[1], descs[2]}, attr, dnnl_util::CpuEngine());
+      std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, descs[0]}, {DNNL_ARG_WEIGHTS, descs[1]}};
+      if (with_bias) args.emplace_back(DNNL_ARG_BIAS, descs[2]);
+      args.emplace_back(DNNL_ARG_DST, descs.back());
+      return dnnl_util::Bind<dnnl::matmul>(pd, args);
+    } catch (const dnnl::error&) {
+      dnnl_util::BoundPrimitive refused;
+      refused.refused = true;
+      return refused;
+    }
+  });
 }
 
-BatchedMatMulCall MakeBatchedMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
-                                    const std::vector<int64_t>& c_dims) {
-  BatchedMatMulCall call;
-  try {
-    dnnl::engine& engine = dnnl_util::CpuEngine();
-    const dnnl::memory::desc a = Contiguous(a_dims), b = Contiguous(b_dims), c = Contiguous(c_dims);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd({a, b, c}, attr, engine);
-    call.primitive = dnnl::matmul(pd);
-    call.a = dnnl::memory(a, engine, nullptr);
-    call.b = dnnl::memory(b, engine, nullptr);
-    call.c = dnnl::memory(c, engine, nullptr);
-    call.scratchpad_bytes = pd.scratchpad_desc().get_size();
-    call.scratchpad = dnnl::memory(pd.scratchpad_desc(), engine, nullptr);
-    call.args = {{DNNL_ARG_SRC, call.a.get()},
-                 {DNNL_ARG_WEIGHTS, call.b.get()},
-                 {DNNL_ARG_DST, call.c.get()},
-                 {DNNL_ARG_SCRATCHPAD, call.scratchpad.get()}};
-  } catch (const dnnl::error&) {
-    call.refused = true;
-  }
-  return call;
+dnnl::memory::desc Contiguous(const std::vector<int64_t>& shape) {
+  dims strides(shape.size(), 1);
+  for (size_t d = shape.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * shape[d + 1];
+  return dnnl::memory::desc(shape, kF32, strides);
 }
 
 }  // namespace
+
+bool DnnlLinear(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                bool trans_b, const float* bias, float* y, int threads) {
+  LimitLibraryThreads(threads);
+  thread_local dnnl_util::Key key;
+  key.Clear();
+  // oneDNN fixes a primitive's thread count when it makes it: the count is part of the key.
+  key.Add({omp_get_max_threads(), m, n, k, lda, ldb, trans_b ? 1 : 0, bias ? 1 : 0});
+  dnnl_util::BoundPrimitive& call = CachedMatMul(key, [&] {
+    std::vector<dnnl::memory::desc> descs = {dnnl::memory::desc({m, k}, kF32, dims{lda, 1}),
+                                             dnnl::memory::desc({k, n}, kF32, trans_b ? dims{1, ldb} : dims{ldb, 1})};
+    if (bias) descs.emplace_back(dims{1, n}, kF32, dims{n, 1});
+    descs.emplace_back(dims{m, n}, kF32, dims{n, 1});
+    return descs;
+  });
+  return !call.refused &&
+         dnnl_util::Execute(call, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}},
+                            threads);
+}
 
 bool DnnlBatchedMatMul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                        const std::vector<int64_t>& c_dims, const float* a, const float* b, float* c, int threads) {
@@ -69,20 +84,19 @@ bool DnnlBatchedMatMul(const std::vector<int64_t>& a_dims, const std::vector<int
   thread_local dnnl_util::Key key;
   key.Clear();
   key.Add(omp_get_max_threads()).Add(a_dims).Add(b_dims);  // the thread count is fixed when the primitive is made
-  BatchedMatMulCall& call = dnnl_util::Cached<BatchedMatMulCall>(
-      key, [&] { return MakeBatchedMatMul(a_dims, b_dims, c_dims); });
-  if (call.refused) return false;
-  call.a.set_data_handle(const_cast<float*>(a));
-  call.b.set_data_handle(const_cast<float*>(b));
-  call.c.set_data_handle(c);
-  call.scratchpad.set_data_handle(dnnl_util::ScratchpadBuffer(call.scratchpad_bytes));
-  dnnl::stream& stream = dnnl_util::CpuStream();
-  return dnnl_primitive_execute(call.primitive.get(), stream.get(), static_cast<int>(call.args.size()),
-                                call.args.data()) == dnnl_success &&
-         dnnl_stream_wait(stream.get()) == dnnl_success;
+  dnnl_util::BoundPrimitive& call = CachedMatMul(key, [&] {
+    return std::vector<dnnl::memory::desc>{Contiguous(a_dims), Contiguous(b_dims), Contiguous(c_dims)};
+  });
+  return !call.refused &&
+         dnnl_util::Execute(call, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}}, threads);
 }
 
 #else
+
+bool DnnlLinear(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool, const float*, float*,
+                int) {
+  return false;
+}
 
 bool DnnlSgemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float,
                float*, int64_t, int) {
