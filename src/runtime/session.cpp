@@ -1,10 +1,13 @@
 #include "runtime/session.hpp"
 
+#if defined(__GLIBC__)
 #include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/importer.hpp"
 
@@ -476,8 +479,10 @@ class GraphExecutor {
       placed.push_back(s);
     }
     arena_ = Tensor();
+#if defined(__GLIBC__)
     // The first run's tensors, freed by now, go back to the system before the arena replaces them.
     malloc_trim(0);
+#endif
     arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
     planned_peak_ = peak;
     plan_signature_ = signature_;
@@ -545,6 +550,17 @@ Session::Session(Model model, SessionOptions options)
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
+  for (const auto& in : model_.graph.inputs) {
+    const bool required = !model_.graph.IsInitializer(in.name);
+    input_slots_[in.name] = {&in, executor_->SlotOf(in.name), required};
+    if (!required) continue;
+    inputs_.push_back(&in);
+    input_names_.push_back(in.name);
+  }
+  for (const auto& out : model_.graph.outputs) {
+    output_names_.push_back(out.name);
+    output_slots_[out.name] = executor_->SlotOf(out.name);
+  }
 }
 
 ImportOptions ExecutionImportOptions() {
@@ -572,38 +588,18 @@ Session Session::FromFile(const std::string& path, SessionOptions options) {
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 
-std::vector<const ValueInfo*> Session::Inputs() const {
-  std::vector<const ValueInfo*> out;
-  for (const auto& in : model_.graph.inputs)
-    if (!model_.graph.IsInitializer(in.name)) out.push_back(&in);
-  return out;
-}
-
-std::vector<std::string> Session::InputNames() const {
-  std::vector<std::string> names;
-  for (const auto* in : Inputs()) names.push_back(in->name);
-  return names;
-}
-
-std::vector<std::string> Session::OutputNames() const {
-  std::vector<std::string> names;
-  for (const auto& o : model_.graph.outputs) names.push_back(o.name);
-  return names;
-}
-
 void Session::BindOutput(const std::string& name, const Tensor& target) {
-  std::vector<std::string> outputs = OutputNames();
-  ET_CHECK(std::find(outputs.begin(), outputs.end(), name) != outputs.end(), ErrorCode::kInvalidArgument,
-           model_.source, ": cannot bind '", name, "': it is not an output of the model");
-  size_t slot = executor_->SlotOf(name);
-  if (slot != kNoSlot) executor_->BindOutput(slot, target);
+  auto it = output_slots_.find(name);
+  ET_CHECK(it != output_slots_.end(), ErrorCode::kInvalidArgument, model_.source, ": cannot bind '", name,
+           "': it is not an output of the model");
+  if (it->second != kNoSlot) executor_->BindOutput(it->second, target);
 }
 
 void Session::AllowOverwrite(const std::string& name) {
-  std::vector<std::string> inputs = InputNames();
-  ET_CHECK(std::find(inputs.begin(), inputs.end(), name) != inputs.end(), ErrorCode::kInvalidArgument, model_.source,
+  auto it = input_slots_.find(name);
+  ET_CHECK(it != input_slots_.end() && it->second.required, ErrorCode::kInvalidArgument, model_.source,
            ": cannot let input '", name, "' be overwritten: it is not an input of the model");
-  executor_->AllowOverwrite(executor_->SlotOf(name));
+  executor_->AllowOverwrite(it->second.slot);
 }
 
 size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
@@ -612,58 +608,60 @@ void Session::SetSeed(uint64_t seed) { rng_.seed(seed); }
 
 std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, RuntimeValue>& feeds,
                                              const std::vector<std::string>& fetches) {
-  const Graph& graph = model_.graph;
   std::vector<std::pair<size_t, RuntimeValue>> slot_feeds;
+  slot_feeds.reserve(feeds.size());
   std::map<std::string, int64_t> symbols;
+  size_t required_fed = 0;
   for (const auto& [name, value] : feeds) {
-    const ValueInfo* declared = nullptr;
-    for (const auto& in : graph.inputs)
-      if (in.name == name) declared = &in;
-    if (!declared) {
-      std::string valid;
-      for (const auto& n : InputNames()) valid += (valid.empty() ? "" : ", ") + n;
-      Fail(ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not an input of the model (inputs: ", valid,
-           ")");
-    }
-    std::string what = model_.source + ": input '" + name + "'";
+    auto found = input_slots_.find(name);
+    if (found == input_slots_.end())
+      Fail(ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not an input of the model (inputs: ",
+           JoinNames(input_names_), ")");
+    const ValueInfo* declared = found->second.info;
+    required_fed += found->second.required;
+    // The messages name the input as "<model>: input '<name>'" (built only when a check fails).
+    const std::string& source = model_.source;
     if (declared->is_sequence || value.is_sequence) {
-      ET_CHECK(declared->is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, what, " expects ",
-               TypeToString(*declared));
+      ET_CHECK(declared->is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, source, ": input '", name,
+               "' expects ", TypeToString(*declared));
     } else {
       const Tensor& t = value.tensor;
-      ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, what, " was fed an empty tensor");
+      ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, source, ": input '", name, "' was fed an empty tensor");
       if (declared->dtype != DataType::kUndefined)
-        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, what, " expects ", TypeToString(*declared),
-                 " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
+        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
+                 TypeToString(*declared), " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
       if (declared->has_shape) {
-        ET_CHECK(t.rank() == declared->shape.size(), ErrorCode::kInvalidArgument, what, " expects rank ",
-                 declared->shape.size(), " (", TypeToString(*declared), ") but was fed shape ",
+        ET_CHECK(t.rank() == declared->shape.size(), ErrorCode::kInvalidArgument, source, ": input '", name,
+                 "' expects rank ", declared->shape.size(), " (", TypeToString(*declared), ") but was fed shape ",
                  ShapeToString(t.shape()));
         for (size_t d = 0; d < t.rank(); ++d) {
           const Dim& dim = declared->shape[d];
           if (dim.known()) {
-            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, what, " expects ", TypeToString(*declared),
-                     " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
+            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
+                     TypeToString(*declared), " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
           } else if (!dim.symbol.empty()) {
             auto [it, inserted] = symbols.emplace(dim.symbol, t.dim(d));
-            ET_CHECK(inserted || it->second == t.dim(d), ErrorCode::kInvalidArgument, what, ": dimension ", d, " ('",
-                     dim.symbol, "') is ", t.dim(d), " but another input has '", dim.symbol, "' = ", it->second);
+            ET_CHECK(inserted || it->second == t.dim(d), ErrorCode::kInvalidArgument, source, ": input '", name,
+                     "': dimension ", d, " ('", dim.symbol, "') is ", t.dim(d), " but another input has '",
+                     dim.symbol, "' = ", it->second);
           }
         }
       }
     }
-    slot_feeds.emplace_back(executor_->SlotOf(name), value);
+    slot_feeds.emplace_back(found->second.slot, value);
   }
-  for (const auto* in : Inputs())
-    ET_CHECK(feeds.count(in->name), ErrorCode::kInvalidArgument, model_.source, ": missing input '", in->name, "' (",
-             TypeToString(*in), ")");
+  if (required_fed < inputs_.size())
+    for (const auto* in : inputs_)
+      ET_CHECK(feeds.count(in->name), ErrorCode::kInvalidArgument, model_.source, ": missing input '", in->name, "' (",
+               TypeToString(*in), ")");
 
   std::vector<size_t> fetch_slots;
-  std::vector<std::string> outputs = OutputNames();
-  for (const auto& name : fetches.empty() ? outputs : fetches) {
-    ET_CHECK(std::find(outputs.begin(), outputs.end(), name) != outputs.end(), ErrorCode::kInvalidArgument,
-             model_.source, ": '", name, "' is not an output of the model");
-    fetch_slots.push_back(executor_->SlotOf(name));
+  fetch_slots.reserve(fetches.empty() ? output_names_.size() : fetches.size());
+  for (const auto& name : fetches.empty() ? output_names_ : fetches) {
+    auto it = output_slots_.find(name);
+    ET_CHECK(it != output_slots_.end(), ErrorCode::kInvalidArgument, model_.source, ": '", name,
+             "' is not an output of the model");
+    fetch_slots.push_back(it->second);
   }
   return executor_->Run(slot_feeds, fetch_slots);
 }

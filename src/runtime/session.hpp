@@ -40,9 +40,9 @@ class Session {
 
   const Model& model() const { return model_; }
   // Graph inputs a caller must feed (initializers excluded).
-  std::vector<const ValueInfo*> Inputs() const;
-  std::vector<std::string> InputNames() const;
-  std::vector<std::string> OutputNames() const;
+  const std::vector<const ValueInfo*>& Inputs() const { return inputs_; }
+  const std::vector<std::string>& InputNames() const { return input_names_; }
+  const std::vector<std::string>& OutputNames() const { return output_names_; }
   // Output binding: later runs write graph output `name` straight into `target`'s memory when its
   // kernel makes the same dtype and element count and no fed value still to be read lives there
   // (an in-place kernel may overwrite the very input it reads). Otherwise the output gets fresh
@@ -61,6 +61,16 @@ class Session {
   std::unique_ptr<ThreadPool> threads_;
   std::mt19937_64 rng_;
   std::unique_ptr<GraphExecutor> executor_;
+  // The graph's interface, indexed once: what a run looks names up in.
+  struct InputSlot {
+    const ValueInfo* info;
+    size_t slot;
+    bool required;  // not an initializer
+  };
+  std::vector<const ValueInfo*> inputs_;
+  std::vector<std::string> input_names_, output_names_;
+  std::unordered_map<std::string, InputSlot> input_slots_;
+  std::unordered_map<std::string, size_t> output_slots_;
 };
 
 // Import options for models edgetrain will run: ONNX function ops without a kernel are inlined.

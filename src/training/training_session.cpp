@@ -334,7 +334,8 @@ void TrainingSession::Impl::RunOrtOptimizer() {
       if (!updated.sequence[i].SameData(target)) CopyInto(target, updated.sequence[i], trainable[i]);
     }
   };
-  // Validate every result before writing any, so that a malformed model leaves the state as it was.
+  // Validate every result before copying any (the kernels that update in place check their inputs
+  // before writing), so that a malformed model leaves the state as it was.
   for (size_t r = 1; r < results.size(); ++r)
     ET_CHECK(results[r].is_sequence && results[r].sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
              "optimizer model '", optimizer->model().source, "': output '", fetches[r], "' holds ",
@@ -399,7 +400,7 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
   Impl& s = *impl_;
   s.CheckMaterialized("TrainStep");
   CheckInputCount("TrainStep", s.train_inputs, inputs);
-  std::vector<std::string> fetches = s.training->OutputNames();
+  const std::vector<std::string>& fetches = s.training->OutputNames();
   s.BindGradientOutputs(s.reset_gradients);
   std::vector<Tensor> results = s.training->Run(s.Feeds(s.train_inputs, inputs, *s.training), fetches);
 
