@@ -92,7 +92,7 @@ void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
 
 void RegisterControlFlowOps(OpRegistry& r) {
   RegisterOnnx(r, "Constant", Constant);
-  RegisterOnnxView(r, "Identity", Identity);
+  RegisterOnnx(r, "Identity", Identity).output_views_input = true;
   r.SetGradient("Identity", IdentityGradient);
   RegisterOnnx(r, "If", If);
   RegisterOnnx(r, "Loop", Loop);

@@ -118,7 +118,8 @@ struct OpKernelEntry {
 
 class OpRegistry {
  public:
-  void Register(OpKernelEntry entry);
+  // The registered entry, for setting its remaining fields (valid until the next Register).
+  OpKernelEntry& Register(OpKernelEntry entry);
   // Attaches a gradient rule to every registered opset range of (domain, op_type).
   void SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule);
   void SetGradient(const std::string& op_type, GradientFn rule) { SetGradient("", op_type, std::move(rule)); }
@@ -135,23 +136,14 @@ class OpRegistry {
 };
 
 // Shorthand for registering a kernel that covers every opset of a default-domain op.
-inline void RegisterOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn, int64_t since = 1,
-                         int64_t until = 1 << 30) {
+inline OpKernelEntry& RegisterOnnx(OpRegistry& r, const std::string& op_type, KernelFn fn, int64_t since = 1,
+                                   int64_t until = 1 << 30) {
   OpKernelEntry entry;
   entry.op_type = op_type;
   entry.since_version = since;
   entry.until_version = until;
   entry.kernel = std::move(fn);
-  r.Register(std::move(entry));
-}
-
-// A default-domain kernel whose output 0 is input 0's elements in order (OpKernelEntry::output_views_input).
-inline void RegisterOnnxView(OpRegistry& r, const std::string& op_type, KernelFn fn) {
-  OpKernelEntry entry;
-  entry.op_type = op_type;
-  entry.kernel = std::move(fn);
-  entry.output_views_input = true;
-  r.Register(std::move(entry));
+  return r.Register(std::move(entry));
 }
 
 // A kernel that draws random numbers: never constant-folded.
@@ -175,15 +167,14 @@ inline void RegisterMicrosoft(OpRegistry& r, const std::string& op_type, KernelF
 }
 
 // An ai.edgetrain operator: its kernel and its definition in standard ONNX ops.
-inline void RegisterFused(OpRegistry& r, const std::string& op_type, KernelFn fn,
-                          std::shared_ptr<const FunctionDef> function, bool in_place = false) {
+inline OpKernelEntry& RegisterFused(OpRegistry& r, const std::string& op_type, KernelFn fn,
+                                    std::shared_ptr<const FunctionDef> function) {
   OpKernelEntry entry;
   entry.domain = kEdgetrainDomain;
   entry.op_type = op_type;
   entry.kernel = std::move(fn);
   entry.function = std::move(function);
-  entry.in_place = in_place;
-  r.Register(std::move(entry));
+  return r.Register(std::move(entry));
 }
 
 }  // namespace edgetrain

@@ -86,13 +86,19 @@ EDGETRAIN_OPTIMIZER_INLINE void AdamOutOfPlace(const AdamConstants<T> k, int64_t
 }
 
 template <typename T>
-void AdamRange(const AdamConstants<T> k, int64_t begin, int64_t end, const T* p, const T* g, const T* m1, const T* m2,
-               T* p_out, T* m1_out, T* m2_out) {
+EDGETRAIN_OPTIMIZER_INLINE void AdamRangeImpl(const AdamConstants<T> k, int64_t begin, int64_t end, const T* p,
+                                              const T* g, const T* m1, const T* m2, T* p_out, T* m1_out, T* m2_out) {
   if (p_out == p && m1_out == m1 && m2_out == m2) {
     AdamInPlace(k, begin, end, p_out, g, m1_out, m2_out);
   } else {
     AdamOutOfPlace(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
   }
+}
+
+template <typename T>
+void AdamRange(const AdamConstants<T> k, int64_t begin, int64_t end, const T* p, const T* g, const T* m1, const T* m2,
+               T* p_out, T* m1_out, T* m2_out) {
+  AdamRangeImpl(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
@@ -102,11 +108,7 @@ template <typename T>
 __attribute__((target("avx2,fma"))) void AdamRangeAvx2(const AdamConstants<T> k, int64_t begin, int64_t end,
                                                        const T* p, const T* g, const T* m1, const T* m2, T* p_out,
                                                        T* m1_out, T* m2_out) {
-  if (p_out == p && m1_out == m1 && m2_out == m2) {
-    AdamInPlace(k, begin, end, p_out, g, m1_out, m2_out);
-  } else {
-    AdamOutOfPlace(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
-  }
+  AdamRangeImpl(k, begin, end, p, g, m1, m2, p_out, m1_out, m2_out);
 }
 #endif
 

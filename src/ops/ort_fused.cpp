@@ -370,15 +370,9 @@ void RegisterOrtFusedOps(OpRegistry& r) {
   RegisterMicrosoft(r, "TransposeMatMul", FusedMatMulKernel);
   RegisterMicrosoft(r, "FusedGemm", FusedGemmKernel);
   RegisterMicrosoft(r, "ConvGrad", ConvGradKernel);
-  using PoolGradKernel = void (*)(KernelContext&);
-  for (auto [op, kernel] : {std::pair<const char*, PoolGradKernel>{"MaxPoolGrad", MaxPoolGradKernel},
-                            {"AveragePoolGrad", AveragePoolGradKernel}}) {
-    OpKernelEntry entry;  // dX has the shape the model declares (DeclaredPoolInputShape)
-    entry.op_type = op;
-    entry.kernel = kernel;
-    entry.reads_declared_outputs = true;
-    r.Register(std::move(entry));
-  }
+  // dX has the shape the model declares (DeclaredPoolInputShape).
+  RegisterOnnx(r, "MaxPoolGrad", MaxPoolGradKernel).reads_declared_outputs = true;
+  RegisterOnnx(r, "AveragePoolGrad", AveragePoolGradKernel).reads_declared_outputs = true;
   RegisterMicrosoft(r, "BatchNormInternal", BatchNormalizationKernel);
   RegisterMicrosoft(r, "BatchNormalizationGrad", BatchNormalizationGradKernel);
   RegisterMicrosoft(r, "AdamWOptimizer", AdamWOptimizerKernel);

@@ -713,13 +713,8 @@ void RegisterReductionOps(OpRegistry& r) {
   r.SetGradient("CumSum", CumSumGradient);
   RegisterOnnx(r, "TopK", TopKKernel);
   r.SetGradient("TopK", TopKGradient);
-  OpKernelEntry sum_to_shape;  // a view when nothing is summed
-  sum_to_shape.domain = kEdgetrainDomain;
-  sum_to_shape.op_type = "SumToShape";
-  sum_to_shape.kernel = SumToShapeKernel;
-  sum_to_shape.function = SumToShapeFunction();
-  sum_to_shape.output_views_input = true;
-  r.Register(std::move(sum_to_shape));
+  // A view when nothing is summed.
+  RegisterFused(r, "SumToShape", SumToShapeKernel, SumToShapeFunction()).output_views_input = true;
 }
 
 }  // namespace edgetrain

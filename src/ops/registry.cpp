@@ -7,7 +7,7 @@
 
 namespace edgetrain {
 
-void OpRegistry::Register(OpKernelEntry entry) { entries_.push_back(std::move(entry)); }
+OpKernelEntry& OpRegistry::Register(OpKernelEntry entry) { return entries_.emplace_back(std::move(entry)); }
 
 void OpRegistry::SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule) {
   bool found = false;

@@ -782,10 +782,11 @@ void SliceGradKernel(KernelContext& ctx) {
 }
 
 void RegisterShapeOps(OpRegistry& r) {
-  RegisterOnnxView(r, "Reshape", Reshape);
-  RegisterOnnxView(r, "Flatten", Flatten);
-  RegisterOnnxView(r, "Squeeze", Squeeze);
-  RegisterOnnxView(r, "Unsqueeze", Unsqueeze);
+  // Output 0 is input 0's elements in order: the executor may hand on a view (output_views_input).
+  RegisterOnnx(r, "Reshape", Reshape).output_views_input = true;
+  RegisterOnnx(r, "Flatten", Flatten).output_views_input = true;
+  RegisterOnnx(r, "Squeeze", Squeeze).output_views_input = true;
+  RegisterOnnx(r, "Unsqueeze", Unsqueeze).output_views_input = true;
   RegisterOnnx(r, "Transpose", Transpose);
   RegisterOnnx(r, "Concat", Concat);
   RegisterOnnx(r, "Split", Split);
