@@ -49,6 +49,22 @@ TEST_P(ProductBackends, Float32MatchesFloat64OnEachBackend) {
   }
 }
 
+TEST(KernelBackend, AskingForOneDnnWithoutItIsAnError) {
+  if (DnnlAvailable()) {
+    SetKernelBackend(KernelBackend::kDnnl);
+    EXPECT_TRUE(UseDnnl());
+    return;
+  }
+  try {
+    SetKernelBackend(KernelBackend::kDnnl);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("this build of edgetrain has no oneDNN kernels"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(UseDnnl());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Rows, ProductBackends,
     ::testing::Values(

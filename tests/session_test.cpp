@@ -267,6 +267,18 @@ TEST(Session, FetchMustBeAnOutput) {
   EXPECT_ERROR(s.Run({{"x", x}}, {"t0"}), ErrorCode::kInvalidArgument, "'t0' is not an output");
 }
 
+TEST(Session, BindingAndOverwritingNameTheModelsOwnValues) {
+  Session s = SessionFrom(Chain(3, "Relu"));
+  Tensor x = Tensor::FromVector<float>({-1, 2, 3}, {1, 3});
+  Tensor target = Tensor::Zeros(DataType::kFloat32, {1, 3});
+  s.BindOutput("y", target);
+  EXPECT_TRUE(s.Run({{"x", x}})[0].SameData(target));
+  EXPECT_EQ(target.ToVector<float>(), (std::vector<float>{0, 2, 3}));
+  EXPECT_ERROR(s.BindOutput("t0", target), ErrorCode::kInvalidArgument, "cannot bind 't0': it is not an output");
+  EXPECT_ERROR(s.AllowOverwrite("y"), ErrorCode::kInvalidArgument,
+               "cannot let input 'y' be overwritten: it is not an input");
+}
+
 // ONNX 1.12's shape inference crashes on this form; the importer must not.
 TEST(Importer, TrainingModeBatchNormWithOneOutputLoads) {
   onnx::ModelProto m = NewModel();
