@@ -1,4 +1,6 @@
 // Importer and session: loading, validation of feeds, memory planning, and the errors a user can cause.
+#include "runtime/session.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "ir/passes.hpp"
 #include "onnx/importer.hpp"
-#include "runtime/session.hpp"
 #include "test_util.hpp"
 
 using namespace edgetrain;
@@ -176,14 +177,56 @@ TEST(Session, FeedValidation) {
                "was fed shape [4, 2] (dimension 1)");
 }
 
+TEST(Session, PreparedRunComputesWhatRunDoesAndChecksItsNames) {
+  Session s = SessionFrom(Chain(3, "Neg"));
+  const Session::PreparedRun run = s.Prepare({"x"}, {"y"});
+  std::vector<RuntimeValue> outputs;
+  for (float value : {1.5f, -2.0f}) {
+    const Tensor x = Tensor::FromVector<float>({value, 0.0f, 3.0f}, {1, 3});
+    s.RunPrepared(run, {RuntimeValue::Of(x)}, outputs);
+    ASSERT_EQ(outputs.size(), 1u);
+    EXPECT_EQ(outputs[0].tensor.ToVector<float>(), (std::vector<float>{-value, -0.0f, -3.0f}));
+    EXPECT_EQ(outputs[0].tensor.ToVector<float>(), s.Run({{"x", x}})[0].ToVector<float>());
+  }
+  EXPECT_ERROR(s.Prepare({"nope"}), ErrorCode::kInvalidArgument, "'nope' is not an input");
+  EXPECT_ERROR(s.Prepare({}), ErrorCode::kInvalidArgument, "missing input 'x'");
+  EXPECT_ERROR(s.Prepare({"x", "x"}), ErrorCode::kInvalidArgument, "input 'x' is fed twice");
+  EXPECT_ERROR(s.Prepare({"x"}, {"t0_not_an_output"}), ErrorCode::kInvalidArgument, "is not an output");
+  EXPECT_ERROR(s.RunPrepared(run, {}, outputs), ErrorCode::kInvalidArgument, "0 values fed for 1 prepared inputs");
+  EXPECT_ERROR(s.RunPrepared(run, {RuntimeValue::Of(Tensor::Zeros(DataType::kFloat64, {1, 3}))}, outputs),
+               ErrorCode::kInvalidArgument, "input 'x' expects float32");
+}
+
+TEST(Int64Vector, BehavesLikeAVectorInlineAndOnTheHeap) {
+  Int64Vector v = {1, 2, 3};
+  v.insert(v.begin() + 1, {7, 8});
+  EXPECT_EQ(std::vector<int64_t>(v), (std::vector<int64_t>{1, 7, 8, 2, 3}));
+  v.erase(v.begin(), v.begin() + 2);
+  EXPECT_EQ(v, (Int64Vector{8, 2, 3}));
+  for (int64_t i = 0; i < 20; ++i) v.push_back(i);  // grows past the inline capacity
+  EXPECT_EQ(v.size(), 23u);
+  EXPECT_EQ(v.back(), 19);
+  Int64Vector moved = std::move(v);
+  EXPECT_EQ(moved.size(), 23u);
+  EXPECT_TRUE(v.empty());
+  Int64Vector copy = moved;
+  copy.resize(2);
+  EXPECT_EQ(copy, (Int64Vector{8, 2}));
+  EXPECT_EQ(moved[3], 0);
+  copy.insert(copy.end(), copy.begin(), copy.end());  // a range that aliases the vector
+  EXPECT_EQ(copy, (Int64Vector{8, 2, 8, 2}));
+  EXPECT_NE(copy, moved);
+}
+
 TEST(Session, SymbolicDimensionsMustAgree) {
   onnx::ModelProto m = Chain(1);
   AddValue(m.mutable_graph()->mutable_input(), "x2", kFloat, {"batch", "3"});
   AddNode(m.mutable_graph(), "Identity", {"x2"}, {"y2"});
   AddValue(m.mutable_graph()->mutable_output(), "y2", kFloat, {"batch", "3"});
   Session s = SessionFrom(m);
-  EXPECT_ERROR(s.Run({{"x", Tensor::Zeros(DataType::kFloat32, {4, 3})}, {"x2", Tensor::Zeros(DataType::kFloat32, {5, 3})}}),
-               ErrorCode::kInvalidArgument, "'batch' = 4");
+  EXPECT_ERROR(
+      s.Run({{"x", Tensor::Zeros(DataType::kFloat32, {4, 3})}, {"x2", Tensor::Zeros(DataType::kFloat32, {5, 3})}}),
+      ErrorCode::kInvalidArgument, "'batch' = 4");
 }
 
 TEST(Session, MemoryPlanReusesBuffersByLiveness) {

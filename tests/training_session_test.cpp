@@ -1,5 +1,7 @@
 // TrainingSession, CheckpointState, LR schedulers and TrainingAgent on generated artifacts of the
 // bundled models: gradient accumulation, optimizer steps, exact resume, export, and bad input.
+#include "training/training_session.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,7 +17,6 @@
 #include "test_util.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/training_agent.hpp"
-#include "training/training_session.hpp"
 
 using namespace edgetrain;
 using namespace edgetrain::testing;
@@ -118,6 +119,43 @@ TEST(TrainingSession, TrainingReducesTheLossOnABatch) {
   }
   EXPECT_LT(Loss(s.EvalStep(batch)), 0.5f * first);
   EXPECT_EQ(s.optimizer_step(), 20);
+}
+
+// Two sessions on the same state and batches: one returns fresh outputs, the other writes them into
+// the caller's tensors from the second step on. Losses, outputs and parameters stay identical.
+TEST(TrainingSession, OutputsWrittenIntoTheCallersTensorsMatchFreshOnes) {
+  TrainingSession fresh = Open(MlpAdamW()), bound = Open(MlpAdamW());
+  std::vector<Tensor> outputs, eval_outputs;
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<Tensor> batch = Batch(8, 10 + step);
+    const std::vector<Tensor> expected = fresh.TrainStep(batch);
+    const Tensor previous_loss = outputs.empty() ? Tensor() : outputs[0];
+    bound.TrainStep(batch, outputs);
+    ASSERT_EQ(outputs.size(), expected.size());
+    if (previous_loss.defined()) {
+      EXPECT_TRUE(outputs[0].SameData(previous_loss)) << "step " << step;
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      EXPECT_EQ(outputs[i].shape(), expected[i].shape());
+      EXPECT_EQ(outputs[i].ToVector<float>(), expected[i].ToVector<float>()) << "output " << i << " step " << step;
+    }
+    fresh.OptimizerStep();
+    bound.OptimizerStep();
+    fresh.LazyResetGrad();
+    bound.LazyResetGrad();
+    bound.EvalStep(batch, eval_outputs);
+    EXPECT_EQ(eval_outputs[0].ToVector<float>(), fresh.EvalStep(batch)[0].ToVector<float>());
+  }
+  EXPECT_EQ(Parameters(bound), Parameters(fresh));
+  // A tensor of the wrong type or size is not written into: the step gives the output new memory.
+  std::vector<Tensor> wrong = {Tensor::Zeros(DataType::kFloat64, {}), Tensor::Zeros(DataType::kFloat32, {3})};
+  const Tensor wrong_loss = wrong[0], wrong_logits = wrong[1];
+  bound.TrainStep(Batch(8, 3), wrong);
+  EXPECT_FALSE(wrong[0].SameData(wrong_loss));
+  EXPECT_EQ(wrong[0].dtype(), DataType::kFloat32);
+  EXPECT_EQ(wrong[1].shape(), (Shape{8, 10}));
+  EXPECT_EQ(wrong_loss.DoubleAt(0), 0.0);
+  EXPECT_ERROR(bound.TrainStep({Batch(8, 3)[0]}, wrong), ErrorCode::kInvalidArgument, "expected 2 inputs");
 }
 
 // With SGD, w' = w - lr * g, so parameter deltas expose the accumulated gradient buffers.
@@ -373,10 +411,9 @@ TEST(TrainingSessionErrors, BadFeedsLeaveTheStateUnchanged) {
 
   EXPECT_ERROR(s.TrainStep({batch[0]}), ErrorCode::kInvalidArgument, "expected 2 inputs (input, labels), got 1");
   EXPECT_ERROR(s.TrainStep({batch[0], batch[1], batch[1]}), ErrorCode::kInvalidArgument, "got 3");
-  EXPECT_ERROR(s.TrainStep({batch[0], Tensor::Zeros(DataType::kFloat32, {8})}), ErrorCode::kInvalidArgument,
-               "labels");
-  EXPECT_ERROR(s.TrainStep({Tensor::Zeros(DataType::kFloat32, {8, 1, 28, 27}), batch[1]}),
-               ErrorCode::kInvalidArgument, "input");
+  EXPECT_ERROR(s.TrainStep({batch[0], Tensor::Zeros(DataType::kFloat32, {8})}), ErrorCode::kInvalidArgument, "labels");
+  EXPECT_ERROR(s.TrainStep({Tensor::Zeros(DataType::kFloat32, {8, 1, 28, 27}), batch[1]}), ErrorCode::kInvalidArgument,
+               "input");
   EXPECT_ERROR(s.EvalStep({batch[0]}), ErrorCode::kInvalidArgument, "EvalStep: expected 2 inputs");
   Tensor bad_label = batch[1].Clone();
   bad_label.data<int64_t>()[0] = 42;  // out of range for 10 classes: fails inside the graph
@@ -407,8 +444,8 @@ TEST(TrainingSessionErrors, CheckpointMustMatchTheModel) {
                  c.optimizer->momentums["net.1.bias"] = {Tensor::Zeros(DataType::kFloat32, {512})};
                }),
                ErrorCode::kInvalidArgument, "optimizer state of parameter 'net.1.bias' has 1 tensors");
-  EXPECT_ERROR(TrainingSession(CheckpointState::Load(set.checkpoint()), set.dir + "/missing.onnx"),
-               ErrorCode::kIoError, "missing.onnx");
+  EXPECT_ERROR(TrainingSession(CheckpointState::Load(set.checkpoint()), set.dir + "/missing.onnx"), ErrorCode::kIoError,
+               "missing.onnx");
 }
 
 TEST(TrainingSessionErrors, CorruptOrTruncatedCheckpoint) {

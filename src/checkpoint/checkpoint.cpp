@@ -297,7 +297,7 @@ TensorOffset WriteTensor(flatbuffers::FlatBufferBuilder& fbb, const std::string&
   ET_CHECK(tensor.defined(), ErrorCode::kInvalidArgument, "cannot save ", what, " '", name,
            "': the tensor holds no data");
   auto name_offset = fbb.CreateString(name);
-  auto dims_offset = fbb.CreateVector(tensor.shape());
+  auto dims_offset = fbb.CreateVector(tensor.shape().data(), tensor.rank());
   auto dtype = static_cast<odtc::TensorDataType>(tensor.dtype());
   if (external != nullptr) {
     int64_t offset = external->Append(tensor);

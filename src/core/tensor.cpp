@@ -33,14 +33,14 @@ namespace {
 std::atomic<uint64_t> g_allocation_count{0}, g_allocated_bytes{0};
 }  // namespace
 
-Tensor::Tensor(DataType dtype, Shape shape, const std::string& what)
+Tensor::Tensor(DataType dtype, Shape shape, std::string_view what)
     : dtype_(dtype), shape_(std::move(shape)), numel_(NumElements(shape_)) {
   size_t element = DataTypeSize(dtype);
   ET_CHECK(element > 0, ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(dtype),
            " cannot be stored in a tensor");
   uint64_t bytes = static_cast<uint64_t>(numel_) * element;
-  ET_CHECK(numel_ == 0 || bytes / element == static_cast<uint64_t>(numel_), ErrorCode::kResourceExhausted,
-           what, ": shape ", ShapeToString(shape_), " overflows");
+  ET_CHECK(numel_ == 0 || bytes / element == static_cast<uint64_t>(numel_), ErrorCode::kResourceExhausted, what,
+           ": shape ", ShapeToString(shape_), " overflows");
   ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": ", DataTypeName(dtype),
            " tensor of shape ", ShapeToString(shape_), " needs ", bytes, " bytes, more than the limit of ",
            kMaxTensorBytes, " bytes");
@@ -73,39 +73,52 @@ Tensor Tensor::Borrow(DataType dtype, Shape shape, void* data) {
 }
 
 void Tensor::CheckType(DataType requested) const {
-  ET_CHECK(requested == dtype_, ErrorCode::kInternal, "tensor of type ", DataTypeName(dtype_),
-           " accessed as ", DataTypeName(requested));
+  ET_CHECK(requested == dtype_, ErrorCode::kInternal, "tensor of type ", DataTypeName(dtype_), " accessed as ",
+           DataTypeName(requested));
+}
+
+void Tensor::CheckIndex(int64_t i) const {
+  ET_CHECK(i >= 0 && i < numel_, ErrorCode::kInvalidArgument, "element ", i, " of a ", DataTypeName(dtype_),
+           " tensor of shape ", ShapeToString(shape_), " does not exist");
+}
+
+int64_t Tensor::Int64At(int64_t i) const {
+  CheckIndex(i);
+  switch (dtype_) {
+    case DataType::kInt64: return static_cast<const int64_t*>(data_)[i];
+    case DataType::kInt32: return static_cast<const int32_t*>(data_)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(data_)[i];
+    case DataType::kInt8: return static_cast<const int8_t*>(data_)[i];
+    case DataType::kUint8: return static_cast<const uint8_t*>(data_)[i];
+    case DataType::kUint16: return static_cast<const uint16_t*>(data_)[i];
+    case DataType::kUint32: return static_cast<const uint32_t*>(data_)[i];
+    case DataType::kUint64: return static_cast<int64_t>(static_cast<const uint64_t*>(data_)[i]);
+    case DataType::kBool: return static_cast<const bool*>(data_)[i];
+    default: Fail(ErrorCode::kInvalidArgument, "expected an integer tensor, got ", DataTypeName(dtype_));
+  }
+}
+
+double Tensor::DoubleAt(int64_t i) const {
+  CheckIndex(i);
+  switch (dtype_) {
+    case DataType::kFloat32: return static_cast<const float*>(data_)[i];
+    case DataType::kFloat64: return static_cast<const double*>(data_)[i];
+    case DataType::kFloat16: return static_cast<float>(static_cast<const Float16*>(data_)[i]);
+    case DataType::kBFloat16: return static_cast<float>(static_cast<const BFloat16*>(data_)[i]);
+    default: return static_cast<double>(Int64At(i));
+  }
 }
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {
+  if (dtype_ == DataType::kInt64) return ToVector<int64_t>();
   std::vector<int64_t> out(static_cast<size_t>(numel_));
-  switch (dtype_) {
-    case DataType::kInt64: std::memcpy(out.data(), data_, nbytes()); break;
-    case DataType::kInt32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int32_t*>(data_)[i]; break;
-    case DataType::kInt16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int16_t*>(data_)[i]; break;
-    case DataType::kInt8: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const int8_t*>(data_)[i]; break;
-    case DataType::kUint8: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint8_t*>(data_)[i]; break;
-    case DataType::kUint16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint16_t*>(data_)[i]; break;
-    case DataType::kUint32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const uint32_t*>(data_)[i]; break;
-    case DataType::kUint64: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<int64_t>(static_cast<const uint64_t*>(data_)[i]); break;
-    case DataType::kBool: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const bool*>(data_)[i]; break;
-    default: Fail(ErrorCode::kInvalidArgument, "expected an integer tensor, got ", DataTypeName(dtype_));
-  }
+  for (int64_t i = 0; i < numel_; ++i) out[static_cast<size_t>(i)] = Int64At(i);
   return out;
 }
 
 std::vector<double> Tensor::ToDoubleVector() const {
   std::vector<double> out(static_cast<size_t>(numel_));
-  switch (dtype_) {
-    case DataType::kFloat32: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const float*>(data_)[i]; break;
-    case DataType::kFloat64: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<const double*>(data_)[i]; break;
-    case DataType::kFloat16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(static_cast<const Float16*>(data_)[i]); break;
-    case DataType::kBFloat16: for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<float>(static_cast<const BFloat16*>(data_)[i]); break;
-    default: {
-      std::vector<int64_t> ints = ToInt64Vector();
-      for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<double>(ints[i]);
-    }
-  }
+  for (int64_t i = 0; i < numel_; ++i) out[static_cast<size_t>(i)] = DoubleAt(i);
   return out;
 }
 
@@ -131,15 +144,15 @@ Shape BroadcastShapes(const Shape& a, const Shape& b) {
   for (size_t i = 0; i < rank; ++i) {
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    ET_CHECK(da == db || da == 1 || db == 1, ErrorCode::kInvalidArgument, "shapes ", ShapeToString(a),
-             " and ", ShapeToString(b), " cannot be broadcast together");
+    ET_CHECK(da == db || da == 1 || db == 1, ErrorCode::kInvalidArgument, "shapes ", ShapeToString(a), " and ",
+             ShapeToString(b), " cannot be broadcast together");
     out[i] = da == 1 ? db : da;
   }
   return out;
 }
 
-std::vector<int64_t> RowMajorStrides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size());
+Shape RowMajorStrides(const Shape& shape) {
+  Shape strides(shape.size());
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
@@ -148,17 +161,17 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape) {
   return strides;
 }
 
-std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out_shape) {
-  std::vector<int64_t> own = RowMajorStrides(shape);
-  std::vector<int64_t> out(out_shape.size(), 0);
+Shape BroadcastStrides(const Shape& shape, const Shape& out_shape) {
+  Shape own = RowMajorStrides(shape);
+  Shape out(out_shape.size(), 0);
   size_t offset = out_shape.size() - shape.size();
   for (size_t i = 0; i < shape.size(); ++i) out[i + offset] = shape[i] == 1 ? 0 : own[i];
   return out;
 }
 
 int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& what) {
-  ET_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), ErrorCode::kInvalidArgument, what,
-           ": axis ", axis, " is out of range for rank ", rank);
+  ET_CHECK(axis >= -rank && axis < std::max<int64_t>(rank, 1), ErrorCode::kInvalidArgument, what, ": axis ", axis,
+           " is out of range for rank ", rank);
   return axis < 0 ? axis + rank : axis;
 }
 

@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/int64_vector.hpp"
 
 namespace edgetrain {
-
-using Shape = std::vector<int64_t>;
 
 constexpr size_t kTensorAlignment = 64;
 
@@ -25,7 +25,7 @@ class Tensor {
  public:
   Tensor() = default;
   // Owned, uninitialised memory. `what` names the tensor in the error if it is too large.
-  Tensor(DataType dtype, Shape shape, const std::string& what = "tensor");
+  Tensor(DataType dtype, Shape shape, std::string_view what = "tensor");
   static Tensor Zeros(DataType dtype, Shape shape);
   static Tensor Borrow(DataType dtype, Shape shape, void* data);
   template <typename T>
@@ -64,6 +64,9 @@ class Tensor {
   std::vector<int64_t> ToInt64Vector() const;
   // Float tensor (float16/32/64) or integer tensor as double values.
   std::vector<double> ToDoubleVector() const;
+  // Element i of the same, without copying the tensor (i must be < numel()).
+  int64_t Int64At(int64_t i) const;
+  double DoubleAt(int64_t i) const;
 
   Tensor Clone() const;
 
@@ -77,6 +80,7 @@ class Tensor {
 
  private:
   void CheckType(DataType requested) const;
+  void CheckIndex(int64_t i) const;
 
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
@@ -101,8 +105,8 @@ using TensorSequence = std::vector<Tensor>;
 // ---- broadcasting (numpy rules) ----
 Shape BroadcastShapes(const Shape& a, const Shape& b);  // throws kInvalidArgument if incompatible
 // Strides of `shape` (row-major), aligned right to `out_shape`, 0 where broadcast.
-std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out_shape);
-std::vector<int64_t> RowMajorStrides(const Shape& shape);
+Shape BroadcastStrides(const Shape& shape, const Shape& out_shape);
+Shape RowMajorStrides(const Shape& shape);
 // Normalises a possibly negative axis against `rank`; `what` names the op/attribute on error.
 int64_t NormalizeAxis(int64_t axis, int64_t rank, const std::string& what);
 

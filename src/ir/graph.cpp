@@ -20,10 +20,19 @@ std::string TypeToString(const ValueInfo& info) {
   return (info.is_sequence ? "sequence of " : "") + DataTypeName(info.dtype) + " " + DimsToString(info);
 }
 
-
-std::string Node::Describe() const {
-  std::string d = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
-  return d;
+const std::string& Node::Describe() const {
+  auto current = [&] {  // compared piecewise, so that a cache hit builds no string
+    std::string_view d = description;
+    const std::string_view parts[] = {"node '", name, "' (", domain, domain.empty() ? "" : ".", op_type, ")"};
+    for (std::string_view part : parts) {
+      if (d.substr(0, part.size()) != part) return false;
+      d.remove_prefix(part.size());
+    }
+    return d.empty();
+  };
+  if (description.empty() || !current())
+    description = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
+  return description;
 }
 
 Attribute Attribute::Int(int64_t v) {
@@ -99,13 +108,13 @@ std::string Node::GetString(const std::string& key, const std::string& fallback)
   return a->s;
 }
 
-std::vector<int64_t> Node::GetInts(const std::string& key, std::vector<int64_t> fallback) const {
+Int64Vector Node::GetInts(const std::string& key, Int64Vector fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
-  ET_CHECK(a->kind == Attribute::Kind::kInts || a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel,
-           Describe(), ": attribute '", key, "' must be a list of ints");
+  ET_CHECK(a->kind == Attribute::Kind::kInts || a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel, Describe(),
+           ": attribute '", key, "' must be a list of ints");
   if (a->kind == Attribute::Kind::kInt) return {a->i};
-  return a->ints;
+  return Int64Vector(a->ints.begin(), a->ints.end());
 }
 
 std::vector<float> Node::GetFloats(const std::string& key, std::vector<float> fallback) const {

@@ -67,17 +67,19 @@ struct Node {
   std::map<std::string, Attribute> attributes;
   int64_t opset = 0;  // opset of `domain` this node was written for; 0 = the model's
 
-  // "node 'conv1' (Conv)" for error messages.
-  std::string Describe() const;
+  // "node 'conv1' (Conv)" for error messages; built on first use and again only if the node changed.
+  const std::string& Describe() const;
 
   bool HasAttr(const std::string& key) const { return attributes.count(key) != 0; }
   int64_t GetInt(const std::string& key, int64_t fallback) const;
   float GetFloat(const std::string& key, float fallback) const;
   std::string GetString(const std::string& key, const std::string& fallback) const;
-  std::vector<int64_t> GetInts(const std::string& key, std::vector<int64_t> fallback = {}) const;
+  Int64Vector GetInts(const std::string& key, Int64Vector fallback = {}) const;
   std::vector<float> GetFloats(const std::string& key, std::vector<float> fallback = {}) const;
   const Tensor* GetTensor(const std::string& key) const;  // nullptr when absent
   const Attribute* Find(const std::string& key) const;
+
+  mutable std::string description = {};  // Describe()'s cache
 };
 
 struct Graph {

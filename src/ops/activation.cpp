@@ -40,7 +40,7 @@ void RegisterFloatActivation(OpRegistry& r, const std::string& op) {
 // Y = X < 0 ? slope * X : X, slope broadcast to X's shape (unidirectionally).
 void PReluKernel(KernelContext& ctx) {
   Tensor x = ctx.Input(0), slope = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(x.dtype() == slope.dtype(), ErrorCode::kInvalidArgument, what, ": X is ", DataTypeName(x.dtype()),
            " but slope is ", DataTypeName(slope.dtype()));
   // Before opset 7 a 1-D slope holds one value per channel (axis 1).
@@ -65,7 +65,7 @@ void PReluKernel(KernelContext& ctx) {
 template <typename Fn>
 void FusedBackward(KernelContext& ctx, Fn fn) {
   Tensor dy = ctx.Input(0), y = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": dY is ", DataTypeName(dy.dtype()),
            " but Y is ", DataTypeName(y.dtype()));
   const Shape shape = elementwise::BroadcastAll(ctx.node(), {&dy.shape(), &y.shape()});

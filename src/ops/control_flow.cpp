@@ -27,7 +27,7 @@ void Identity(KernelContext& ctx) {
 bool ScalarCondition(KernelContext& ctx, const Tensor& cond) {
   ET_CHECK(cond.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(),
            ": condition must hold exactly one element, got shape ", ShapeToString(cond.shape()));
-  return cond.ToInt64Vector()[0] != 0;
+  return cond.Int64At(0) != 0;
 }
 
 const Graph& SubgraphAttr(KernelContext& ctx, const std::string& key) {
@@ -48,7 +48,7 @@ void If(KernelContext& ctx) {
 // Loop: inputs (M, cond, v_initial...); body (iter, cond, v...) -> (cond, v..., scan...).
 void Loop(KernelContext& ctx) {
   const Graph& body = SubgraphAttr(ctx, "body");
-  int64_t max_trips = ctx.HasInput(0) ? ctx.Input(0).ToInt64Vector().at(0) : INT64_MAX;
+  int64_t max_trips = ctx.HasInput(0) ? ctx.Input(0).Int64At(0) : INT64_MAX;
   bool cond = ctx.HasInput(1) ? ScalarCondition(ctx, ctx.Input(1)) : true;
   size_t num_carried = ctx.NumInputs() - 2;
   std::vector<RuntimeValue> carried;

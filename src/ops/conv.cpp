@@ -27,11 +27,11 @@ int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 // Reads kernel_shape/strides/dilations/pads (not auto_pad) and validates them against `spatial` dims.
 void ReadConvAttributes(const KernelContext& ctx, const Tensor& w, size_t spatial, ConvGeometry& g) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   g.kernel = node.GetInts("kernel_shape", Shape(w.shape().begin() + 2, w.shape().end()));
-  g.strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  g.dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
-  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  g.strides = node.GetInts("strides", Int64Vector(spatial, 1));
+  g.dilations = node.GetInts("dilations", Int64Vector(spatial, 1));
+  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
@@ -168,7 +168,7 @@ void ForEachImageGroup(ThreadPool& pool, int64_t batch, int64_t group, int64_t w
 // Validates X and W and derives the geometry from the attributes (X is [N, C, spatial...]).
 ConvGeometry ConvForwardGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
            ": Conv needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
            ShapeToString(w.shape()));
@@ -247,7 +247,7 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
 void ConvKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
   const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
   const bool has_bias = ctx.HasInput(2);
@@ -273,7 +273,7 @@ void ConvKernel(KernelContext& ctx) {
 // `block` consecutive elements (per output channel of W), as doubles.
 std::vector<double> CenteredInt8(const KernelContext& ctx, const Tensor& t, const Tensor* zero_point, int64_t blocks,
                                  const char* name) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(t.dtype() == DataType::kUint8 || t.dtype() == DataType::kInt8, ErrorCode::kNotImplemented, what, ": ", name,
            " of type ", DataTypeName(t.dtype()), " is not supported (int8/uint8 only)");
   std::vector<double> zp = {0.0};
@@ -316,7 +316,7 @@ std::vector<float> QuantScale(const KernelContext& ctx, size_t index, int64_t ch
 void QLinearConvKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(3);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
   const std::vector<float> x_scale = QuantScale(ctx, 1, 1), w_scale = QuantScale(ctx, 4, g.out_channels);
   const std::vector<float> y_scale = QuantScale(ctx, 6, 1);
@@ -324,7 +324,7 @@ void QLinearConvKernel(KernelContext& ctx) {
   const DataType y_type = y_zp_tensor.dtype();
   ET_CHECK(y_type == DataType::kUint8 || y_type == DataType::kInt8, ErrorCode::kNotImplemented, what,
            ": output type ", DataTypeName(y_type), " is not supported (int8/uint8 only)");
-  const double y_zp = y_zp_tensor.ToDoubleVector().at(0);
+  const double y_zp = y_zp_tensor.DoubleAt(0);
   const std::vector<double> xc = CenteredInt8(ctx, x, &ctx.Input(2), 1, "x");
   const std::vector<double> wc = CenteredInt8(ctx, w, &ctx.Input(5), g.out_channels, "w");
   std::vector<double> bias;
@@ -360,7 +360,7 @@ void ConvTransposeKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(1);
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
            ": ConvTranspose needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
            ShapeToString(w.shape()));
@@ -376,7 +376,7 @@ void ConvTransposeKernel(KernelContext& ctx) {
   g.out_channels = w.dim(1) * g.group;
   ReadConvAttributes(ctx, w, spatial, g);
   g.input.assign(x.shape().begin() + 2, x.shape().end());
-  const std::vector<int64_t> output_padding = node.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
+  const std::vector<int64_t> output_padding = node.GetInts("output_padding", Int64Vector(spatial, 0));
   std::vector<int64_t> output_shape = node.GetInts("output_shape");
   if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   ET_CHECK(output_padding.size() == spatial && (output_shape.empty() || output_shape.size() == spatial),
@@ -562,7 +562,7 @@ void ConvGradKernel(KernelContext& ctx) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
   const Tensor& w = ctx.Input(2);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(x.dtype() == w.dtype() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what,
            ": dY, X and W types differ");
   const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
@@ -689,19 +689,19 @@ std::vector<int64_t> StaticSpatial(const GradientContext& g, const std::string& 
 // explicit pads, as the backward ops take them.
 std::map<std::string, Attribute> ResolvedConvAttributes(const GradientContext& g, bool transpose) {
   const Node& node = g.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   int64_t rank = StaticRank(g, g.X(1));
   if (rank < 3) rank = StaticRank(g, g.X(0));
   if (rank < 3 && node.HasAttr("kernel_shape")) rank = static_cast<int64_t>(node.GetInts("kernel_shape").size()) + 2;
   ET_CHECK(rank >= 3, ErrorCode::kNotImplemented, what,
            ": the gradient needs the rank of X or W, which shape inference does not know");
   const size_t spatial = static_cast<size_t>(rank - 2);
-  const std::vector<int64_t> strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  const std::vector<int64_t> dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
-  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  const std::vector<int64_t> strides = node.GetInts("strides", Int64Vector(spatial, 1));
+  const Int64Vector dilations = node.GetInts("dilations", Int64Vector(spatial, 1));
+  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  std::vector<int64_t> output_shape = transpose ? node.GetInts("output_shape") : std::vector<int64_t>{};
+  Int64Vector output_shape = transpose ? node.GetInts("output_shape") : Int64Vector{};
   if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   ET_CHECK(strides.size() == spatial && dilations.size() == spatial && pads.size() == 2 * spatial,
            ErrorCode::kInvalidModel, what, ": strides/dilations/pads do not match ", spatial, " spatial dimensions");
@@ -711,7 +711,7 @@ std::map<std::string, Attribute> ResolvedConvAttributes(const GradientContext& g
     const std::vector<int64_t> kernel = node.GetInts("kernel_shape", StaticSpatial(g, g.X(1)));
     ET_CHECK(input.size() == spatial && kernel.size() == spatial, ErrorCode::kNotImplemented, what,
              ": the gradient with auto_pad or output_shape needs static spatial sizes of X and W");
-    const std::vector<int64_t> output_padding = node.GetInts("output_padding", std::vector<int64_t>(spatial, 0));
+    const std::vector<int64_t> output_padding = node.GetInts("output_padding", Int64Vector(spatial, 0));
     for (size_t d = 0; d < spatial; ++d) {
       const int64_t extent = (kernel[d] - 1) * dilations[d] + 1;
       int64_t total = 0, begin = 0;

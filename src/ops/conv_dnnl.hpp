@@ -5,16 +5,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/int64_vector.hpp"
+
 namespace edgetrain {
 
 // Spatial geometry shared by Conv and ConvTranspose. `input`/`output` are spatial sizes.
 struct ConvGeometry {
   int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  std::vector<int64_t> input, output, kernel, strides, dilations, pad_begin, pad_end;
+  Int64Vector input, output, kernel, strides, dilations, pad_begin, pad_end;
   int64_t InputSize() const { return Product(input); }
   int64_t OutputSize() const { return Product(output); }
   int64_t KernelSize() const { return Product(kernel); }
-  static int64_t Product(const std::vector<int64_t>& v) {
+  static int64_t Product(const Int64Vector& v) {
     int64_t p = 1;
     for (int64_t x : v) p *= x;
     return p;

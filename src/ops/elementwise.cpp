@@ -133,7 +133,7 @@ To ConvertValue(From value) {
 }
 
 void CastInto(KernelContext& ctx, const Tensor& in, Tensor& out) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(in.dtype() != DataType::kString && out.dtype() != DataType::kString, ErrorCode::kNotImplemented, what,
            ": casting between string and ", DataTypeName(in.dtype() == DataType::kString ? out.dtype() : in.dtype()),
            " is not supported");
@@ -210,7 +210,7 @@ void Logical(KernelContext& ctx, Fn fn) {
 // Max/Min/Sum/Mean: fold the inputs pairwise into the output; Mean divides at the end.
 template <typename Fn>
 void Variadic(KernelContext& ctx, Fn fn, bool mean = false) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   std::vector<Tensor> inputs;
   std::vector<const Shape*> shapes;
   for (size_t i = 0; i < ctx.NumInputs(); ++i) {
@@ -363,7 +363,7 @@ void ClipKernel(KernelContext& ctx) {
 }
 
 void CastKernel(KernelContext& ctx) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(ctx.node().HasAttr("to"), ErrorCode::kInvalidModel, what, ": attribute 'to' is missing");
   const int64_t to = ctx.node().GetInt("to", 0);
   ET_CHECK(to >= 0 && to <= std::numeric_limits<int32_t>::max() && IsKnownDataType(static_cast<int32_t>(to)),

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -56,7 +58,7 @@ decltype(auto) VisitNumericMath(DataType type, const std::string& what, Fn&& fn)
 }
 
 // Broadcast shape of all `shapes`; the error names the node and every shape.
-inline Shape BroadcastAll(const Node& node, const std::vector<const Shape*>& shapes) {
+inline Shape BroadcastAll(const Node& node, std::span<const Shape* const> shapes) {
   Shape out;
   for (const Shape* shape : shapes) {
     size_t rank = std::max(out.size(), shape->size());
@@ -75,18 +77,21 @@ inline Shape BroadcastAll(const Node& node, const std::vector<const Shape*>& sha
   }
   return out;
 }
+inline Shape BroadcastAll(const Node& node, std::initializer_list<const Shape*> shapes) {
+  return BroadcastAll(node, std::span<const Shape* const>(shapes.begin(), shapes.size()));
+}
 
 // Output dimensions with size-1 dims dropped and neighbouring dims merged where every input walks
 // them contiguously; equal shapes collapse to one dim, so do scalars.
 template <size_t N>
 struct BroadcastLayout {
   Shape dims;
-  std::array<std::vector<int64_t>, N> strides;  // element strides per dim, 0 where broadcast
+  std::array<Shape, N> strides;  // element strides per dim, 0 where broadcast
 };
 
 template <size_t N>
 BroadcastLayout<N> MakeBroadcastLayout(const Shape& out_shape, const std::array<const Shape*, N>& in_shapes) {
-  std::array<std::vector<int64_t>, N> full;
+  std::array<Shape, N> full;
   for (size_t k = 0; k < N; ++k) full[k] = BroadcastStrides(*in_shapes[k], out_shape);
   BroadcastLayout<N> layout;
   for (size_t d = 0; d < out_shape.size(); ++d) {

@@ -14,7 +14,7 @@
 namespace edgetrain {
 namespace {
 
-std::string What(const KernelContext& ctx) { return ctx.node().Describe(); }
+const std::string& What(const KernelContext& ctx) { return ctx.node().Describe(); }
 
 int64_t Product(const Shape& shape, size_t begin, size_t end) {
   int64_t p = 1;
@@ -81,7 +81,7 @@ std::vector<int64_t> AxisElementOffsets(const KernelContext& ctx, const Shape& d
     ET_CHECK(static_cast<int64_t>(a) == axis || indices.dim(a) <= data_shape[a], ErrorCode::kInvalidArgument,
              What(ctx), ": indices shape ", ShapeToString(indices.shape()), " exceeds data shape ",
              ShapeToString(data_shape), " on axis ", a);
-  const std::vector<int64_t> strides = RowMajorStrides(data_shape);
+  const Shape strides = RowMajorStrides(data_shape);
   std::vector<int64_t> offsets = indices.ToInt64Vector();
   std::vector<int64_t> position(rank, 0);
   int64_t base = 0;
@@ -131,7 +131,7 @@ NdAddressing ResolveNdIndices(const KernelContext& ctx, const Shape& data_shape,
   for (int64_t a = 0; a < batch_dims; ++a)
     ET_CHECK(indices.dim(a) == data_shape[a], ErrorCode::kInvalidArgument, What(ctx), ": batch dim ", a,
              " differs between data ", ShapeToString(data_shape), " and indices ", ShapeToString(indices.shape()));
-  const std::vector<int64_t> strides = RowMajorStrides(data_shape);
+  const Shape strides = RowMajorStrides(data_shape);
   const std::vector<int64_t> values = indices.ToInt64Vector();
   NdAddressing result;
   result.slice_size = Product(data_shape, batch_dims + k, data_rank);
@@ -257,7 +257,7 @@ void OneHot(KernelContext& ctx) {
   const Tensor& values = ctx.Input(2);
   ET_CHECK(depth_t.numel() == 1, ErrorCode::kInvalidArgument, What(ctx), ": depth must be a scalar");
   ET_CHECK(values.numel() == 2, ErrorCode::kInvalidArgument, What(ctx), ": values must hold [off, on]");
-  const int64_t depth = static_cast<int64_t>(depth_t.ToDoubleVector()[0]);
+  const int64_t depth = static_cast<int64_t>(depth_t.DoubleAt(0));
   ET_CHECK(depth >= 1, ErrorCode::kInvalidArgument, What(ctx), ": depth ", depth, " must be positive");
   const int64_t out_rank = static_cast<int64_t>(indices.rank()) + 1;
   const int64_t axis = NormalizeAxis(ctx.node().GetInt("axis", -1), out_rank, What(ctx));
@@ -312,7 +312,7 @@ void Trilu(KernelContext& ctx) {
   if (ctx.HasInput(1)) {
     const Tensor& k_t = ctx.Input(1);
     ET_CHECK(k_t.numel() == 1, ErrorCode::kInvalidArgument, What(ctx), ": k must be a scalar");
-    k = k_t.ToInt64Vector()[0];
+    k = k_t.Int64At(0);
   }
   const bool upper = ctx.node().GetInt("upper", 1) != 0;
   const int64_t rows = data.dim(data.rank() - 2), cols = data.dim(data.rank() - 1);
@@ -518,7 +518,7 @@ void ResizeInterpolate(KernelContext& ctx, const Tensor& data, Tensor& out, cons
                        double extrapolation_value) {
   const Shape& out_shape = out.shape();
   const size_t rank = out_shape.size();
-  const std::vector<int64_t> strides = RowMajorStrides(data.shape());
+  const Shape strides = RowMajorStrides(data.shape());
   const int64_t inner = out_shape[rank - 1];
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
   const T* src = data.data<T>();
@@ -572,7 +572,7 @@ void ResizeNearest(KernelContext& ctx, const Tensor& data, Tensor& out, const st
                    double extrapolation_value) {
   const Shape& out_shape = out.shape();
   const size_t rank = out_shape.size();
-  const std::vector<int64_t> strides = RowMajorStrides(data.shape());
+  const Shape strides = RowMajorStrides(data.shape());
   const int64_t inner = out_shape[rank - 1];
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
   const uint64_t fill_bits = ElementBitsFromDouble(data.dtype(), extrapolation_value, What(ctx));

@@ -62,6 +62,8 @@ class KernelContext {
   // kernels need not branch on HasOutput.
   virtual Tensor& Output(size_t i, const Shape& shape, DataType dtype) = 0;
   virtual void SetOutputSequence(size_t i, TensorSequence sequence) = 0;
+  // Output i as an empty sequence for the kernel to fill; it keeps its capacity from run to run.
+  virtual TensorSequence& OutputSequence(size_t i) = 0;
   // Sets output i to a tensor (copied into the output's memory) or a sequence.
   void SetOutputValue(size_t i, const RuntimeValue& value);
 
@@ -85,7 +87,7 @@ class KernelContext {
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
-  std::optional<std::vector<int64_t>> IntsFromInputOrAttr(size_t index, const std::string& attr) const;
+  std::optional<Int64Vector> IntsFromInputOrAttr(size_t index, const std::string& attr) const;
 
  protected:
   const Node* node_ = nullptr;
@@ -157,13 +159,14 @@ inline void RegisterRandomOnnx(OpRegistry& r, const std::string& op_type, Kernel
 
 // A com.microsoft operator (any opset; ORT's contrib ops are all version 1). `deterministic` false
 // for random ops.
-inline void RegisterMicrosoft(OpRegistry& r, const std::string& op_type, KernelFn fn, bool deterministic = true) {
+inline OpKernelEntry& RegisterMicrosoft(OpRegistry& r, const std::string& op_type, KernelFn fn,
+                                        bool deterministic = true) {
   OpKernelEntry entry;
   entry.domain = kMicrosoftDomain;
   entry.op_type = op_type;
   entry.kernel = std::move(fn);
   entry.deterministic = deterministic;
-  r.Register(std::move(entry));
+  return r.Register(std::move(entry));
 }
 
 // An ai.edgetrain operator: its kernel and its definition in standard ONNX ops.

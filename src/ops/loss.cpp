@@ -40,8 +40,8 @@ LossGeometry CheckLossInputs(const KernelContext& ctx, const Tensor& scores, con
     g.per_position_shape.push_back(scores.dim(d));
   }
   ET_CHECK(labels.shape() == g.per_position_shape, ErrorCode::kInvalidArgument, node.Describe(), ": labels shape ",
-           ShapeToString(labels.shape()), " does not match input shape ", ShapeToString(scores.shape()),
-           " (expected ", ShapeToString(g.per_position_shape), ")");
+           ShapeToString(labels.shape()), " does not match input shape ", ShapeToString(scores.shape()), " (expected ",
+           ShapeToString(g.per_position_shape), ")");
   if (weights != nullptr) {
     ET_CHECK(weights->shape() == Shape{g.classes}, ErrorCode::kInvalidArgument, node.Describe(), ": weights shape ",
              ShapeToString(weights->shape()), " must be [", g.classes, "]");
@@ -66,8 +66,8 @@ void NllFromLogProb(KernelContext& ctx, const LossGeometry& g, const T* log_prob
   const LossReduction reduction = ParseLossReduction(node);
   const bool has_ignore = ignore.has_value();
   const int64_t ignore_index = ignore.value_or(0);
-  const std::vector<int64_t> labels = labels_tensor.ToInt64Vector();
-  for (int64_t label : labels) {
+  for (int64_t p = 0; p < labels_tensor.numel(); ++p) {
+    const int64_t label = labels_tensor.Int64At(p);
     if (has_ignore && label == ignore_index) continue;
     ET_CHECK(label >= 0 && label < g.classes, ErrorCode::kOutOfRange, node.Describe(), ": label ", label,
              " is out of range for ", g.classes, " classes");
@@ -79,7 +79,7 @@ void NllFromLogProb(KernelContext& ctx, const LossGeometry& g, const T* log_prob
   double loss_sum = 0.0, weight_sum = 0.0;
   for (int64_t n = 0; n < g.batch; ++n) {
     for (int64_t d = 0; d < g.positions; ++d) {
-      const int64_t label = labels[n * g.positions + d];
+      const int64_t label = labels_tensor.Int64At(n * g.positions + d);
       double loss = 0.0, weight = 0.0;
       if (!(has_ignore && label == ignore_index)) {
         weight = weights != nullptr ? static_cast<double>(weights[label]) : 1.0;
@@ -112,22 +112,22 @@ void SoftmaxCrossEntropyLossForward(KernelContext& ctx, std::optional<int64_t> i
   const Tensor& labels = ctx.Input(1);
   const Tensor* weights = ctx.HasInput(2) ? &ctx.Input(2) : nullptr;
   const LossGeometry g = CheckLossInputs(ctx, scores, labels, weights);
-  ParseLossReduction(ctx.node());  // validate before computing anything
+  ParseLossReduction(ctx.node());                                     // validate before computing anything
   Tensor* log_prob = &ctx.Output(1, scores.shape(), scores.dtype());  // scratch when not requested
   VisitFloat(scores.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* lp = log_prob->template data<T>();
-    SoftmaxAlongAxis<T>(scores.data<T>(), lp, g.batch, g.classes, g.positions, SoftmaxMode::kLogSoftmax,
-                        ctx.threads());
+    SoftmaxAlongAxis<T>(scores.data<T>(), lp, g.batch, g.classes, g.positions, SoftmaxMode::kLogSoftmax, ctx.threads());
     NllFromLogProb<T>(ctx, g, lp, labels, weights, ignore_index);
   });
 }
 
 // Output 0 = (exp(log_prob) - onehot(labels)) * scale[position], computed in log_prob's type.
 Tensor& SoftmaxCrossEntropyLossBackward(KernelContext& ctx, const LossGeometry& g, const Tensor& log_prob,
-                                        const std::vector<int64_t>& labels, const std::vector<double>& scale) {
+                                        FunctionRef<int64_t(int64_t)> label_at, FunctionRef<double(int64_t)> scale_at) {
   const Node& node = ctx.node();
-  for (int64_t label : labels) {
+  for (int64_t p = 0; p < g.batch * g.positions; ++p) {
+    const int64_t label = label_at(p);
     ET_CHECK(label >= 0 && label < g.classes, ErrorCode::kOutOfRange, node.Describe(), ": label ", label,
              " is out of range for ", g.classes, " classes");
   }
@@ -143,8 +143,8 @@ Tensor& SoftmaxCrossEntropyLossBackward(KernelContext& ctx, const LossGeometry& 
           const int64_t row = (n * g.classes + c) * g.positions;
           for (int64_t d = 0; d < g.positions; ++d) {
             const int64_t position = n * g.positions + d;
-            const T hot = labels[position] == c ? T{1} : T{0};
-            out[row + d] = (std::exp(lp[row + d]) - hot) * static_cast<T>(scale[position]);
+            const T hot = label_at(position) == c ? T{1} : T{0};
+            out[row + d] = (std::exp(lp[row + d]) - hot) * static_cast<T>(scale_at(position));
           }
         }
       }
@@ -171,7 +171,8 @@ void SoftmaxCrossEntropyLossGradKernel(KernelContext& ctx) {
   ET_CHECK(scale.shape() == g.per_position_shape && scale.dtype() == log_prob.dtype(), ErrorCode::kInvalidArgument,
            ctx.node().Describe(), ": scale ", ShapeToString(scale.shape()), " must be ",
            ShapeToString(g.per_position_shape), " of the log_prob's element type");
-  SoftmaxCrossEntropyLossBackward(ctx, g, log_prob, labels.ToInt64Vector(), scale.ToDoubleVector());
+  SoftmaxCrossEntropyLossBackward(
+      ctx, g, log_prob, [&](int64_t p) { return labels.Int64At(p); }, [&](int64_t p) { return scale.DoubleAt(p); });
 }
 
 std::shared_ptr<const FunctionDef> SoftmaxCrossEntropyLossGradFunction() {
@@ -204,9 +205,7 @@ LossBackward LossBackwardScale(GradientContext& g, const std::string& like) {
   out.labels = g.X(1);
   std::string weight;  // [N, d1, ...] weight of each position; "" when all are 1
   if (node.HasAttr("ignore_index")) {
-    auto label_constant = [&](int64_t v) {
-      return g.Op("CastLike", {g.Constant(Tensor::Scalar<int64_t>(v)), g.X(1)});
-    };
+    auto label_constant = [&](int64_t v) { return g.Op("CastLike", {g.Constant(Tensor::Scalar<int64_t>(v)), g.X(1)}); };
     std::string kept = g.Op("Not", {g.Op("Equal", {g.X(1), label_constant(node.GetInt("ignore_index", 0))})});
     out.labels = g.Op("Where", {kept, g.X(1), label_constant(0)});
     weight = g.Op("CastLike", {kept, like});
@@ -230,8 +229,7 @@ void NegativeLogLikelihoodLossGradient(GradientContext& g) {
   if (g.dY(0).empty()) return;
   LossBackward b = LossBackwardScale(g, g.X(0));
   std::string classes = g.Op("Shape", {g.X(0)}, {{"start", Attribute::Int(1)}, {"end", Attribute::Int(2)}});
-  std::string values =
-      g.Op("CastLike", {g.Constant(Tensor::FromVector<float>({0.0f, -1.0f}, {2})), g.X(0)});
+  std::string values = g.Op("CastLike", {g.Constant(Tensor::FromVector<float>({0.0f, -1.0f}, {2})), g.X(0)});
   std::string onehot = g.Op("OneHot", {b.labels, classes, values}, {{"axis", Attribute::Int(1)}});
   g.SetGrad(0, g.Op("Mul", {onehot, g.Op("Unsqueeze", {b.scale, g.Ints({1})})}));
 }

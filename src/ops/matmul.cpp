@@ -64,7 +64,7 @@ void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
 }
 
 std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out) {
-  const std::vector<int64_t> strides = BroadcastStrides(shape, out);
+  const Shape strides = BroadcastStrides(shape, out);
   const int64_t count = NumElements(out);
   std::vector<int64_t> offsets(static_cast<size_t>(count));
   std::vector<int64_t> index(out.size(), 0);
@@ -153,7 +153,7 @@ void RunMatMul(ThreadPool& threads, const MatMulShapes& p, const T* a, const T* 
 void MatMulKernel(KernelContext& ctx) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, what, ": input types differ (",
            DataTypeName(a.dtype()), " vs ", DataTypeName(b.dtype()), ")");
   const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
@@ -206,7 +206,7 @@ std::vector<double> CenteredOperand(const std::string& what, const Tensor& t, co
 void MatMulIntegerKernel(KernelContext& ctx) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
   const std::vector<double> ac = CenteredOperand(what, a, ctx.HasInput(2) ? &ctx.Input(2) : nullptr, true);
   const std::vector<double> bc = CenteredOperand(what, b, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, false);
@@ -220,7 +220,7 @@ void MatMulIntegerKernel(KernelContext& ctx) {
 void QLinearMatMulKernel(KernelContext& ctx) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(3);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const MatMulShapes p = PlanMatMul(what, a.shape(), b.shape());
   const std::vector<double> ac = CenteredOperand(what, a, &ctx.Input(2), true);
   const std::vector<double> bc = CenteredOperand(what, b, &ctx.Input(5), false);
@@ -245,7 +245,7 @@ void QLinearMatMulKernel(KernelContext& ctx) {
   const std::vector<double> b_scale = ExpandQuantParam(what, ctx.Input(4), b_shape, false, "b_scale");
   std::vector<int64_t> a_offsets = BatchOffsets(p.a_batch, p.batch), b_offsets = BatchOffsets(p.b_batch, p.batch);
   const float y_scale = ctx.Input(6).ToVector<float>()[0];
-  const double y_zp = y_zp_tensor.ToDoubleVector()[0];
+  const double y_zp = y_zp_tensor.DoubleAt(0);
   const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
   uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
   int8_t* y_s8 = y_type == DataType::kInt8 ? y.data<int8_t>() : nullptr;
@@ -275,7 +275,7 @@ void QLinearMatMulKernel(KernelContext& ctx) {
 Tensor& GemmForward(KernelContext& ctx) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const Node& node = ctx.node();
   const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
   const double alpha = node.GetFloat("alpha", 1.0f), beta_attr = node.GetFloat("beta", 1.0f);
@@ -596,7 +596,7 @@ EinsumOperand<T> ContractPair(const EinsumOperand<T>& a, const EinsumOperand<T>&
 }
 
 void EinsumKernel(KernelContext& ctx) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const std::string equation = ctx.node().GetString("equation", "");
   ET_CHECK(ctx.NumInputs() >= 1, ErrorCode::kInvalidArgument, what, ": Einsum needs at least one input");
   std::vector<const Tensor*> inputs;
@@ -632,7 +632,7 @@ void EinsumKernel(KernelContext& ctx) {
     for (size_t t = 0; t < inputs.size(); ++t) {
       EinsumOperand<T> op;
       op.data = inputs[t]->template data<T>();
-      const std::vector<int64_t> strides = RowMajorStrides(inputs[t]->shape());
+      const Shape strides = RowMajorStrides(inputs[t]->shape());
       for (size_t d = 0; d < eq.inputs[t].size(); ++d) {
         const int label = eq.inputs[t][d];
         if (op.Has(label)) {

@@ -281,7 +281,7 @@ std::vector<T> ExpandToNormalizedShape(const KernelContext& ctx, const Tensor& p
     std::copy(src, src + count, expanded.begin());
     return expanded;
   }
-  const std::vector<int64_t> strides = BroadcastStrides(dims, normalized);
+  const Shape strides = BroadcastStrides(dims, normalized);
   std::vector<int64_t> index(normalized.size(), 0);
   int64_t offset = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -565,7 +565,7 @@ void MeanVarianceNormalization(KernelContext& ctx) {
   }
   const int64_t stat_count = NumElements(stat_shape);
   const double group_size = stat_count > 0 ? static_cast<double>(x.numel()) / static_cast<double>(stat_count) : 0.0;
-  const std::vector<int64_t> strides = BroadcastStrides(stat_shape, x.shape());
+  const Shape strides = BroadcastStrides(stat_shape, x.shape());
   const Shape& dims = x.shape();
 
   // Calls fn(element, stat_index) for every element in row-major order.

@@ -19,25 +19,25 @@ double ScalarInput(const KernelContext& ctx, size_t index, const char* what) {
   const Tensor& t = ctx.Input(index);
   ET_CHECK(t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": ", what,
            " must hold one value, got shape ", ShapeToString(t.shape()));
-  return t.ToDoubleVector()[0];
+  return t.DoubleAt(0);
 }
 
 int64_t StepInput(const KernelContext& ctx) {
   const Tensor& t = ctx.Input(1);
   ET_CHECK(t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": step must hold one value, got shape ",
            ShapeToString(t.shape()));
-  int64_t step = t.ToInt64Vector()[0];
+  int64_t step = t.Int64At(0);
   ET_CHECK(step >= 0, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": step must be >= 0, got ", step);
   return step;
 }
 
 // Inputs from `first` on must match the parameter (input 2) in dtype and shape.
-void CheckLikeParam(const KernelContext& ctx, size_t first, size_t last, const std::vector<const char*>& names) {
+void CheckLikeParam(const KernelContext& ctx, size_t first, size_t last, std::initializer_list<const char*> names) {
   const Tensor& param = ctx.Input(2);
   for (size_t i = first; i <= last; ++i) {
     const Tensor& t = ctx.Input(i);
     ET_CHECK(t.dtype() == param.dtype() && t.shape() == param.shape(), ErrorCode::kInvalidArgument,
-             ctx.node().Describe(), ": ", names[i - first], " is ", DataTypeName(t.dtype()), " ",
+             ctx.node().Describe(), ": ", names.begin()[i - first], " is ", DataTypeName(t.dtype()), " ",
              ShapeToString(t.shape()), " but the parameter is ", DataTypeName(param.dtype()), " ",
              ShapeToString(param.shape()));
   }

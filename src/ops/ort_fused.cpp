@@ -5,6 +5,7 @@
 // kernels (ops/shared_kernels.hpp, *_util.hpp). ORT updates optimizer state in place; these kernels
 // never write into their inputs and return fresh tensors in fresh sequences instead.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -61,7 +62,7 @@ MatMulOperand DescribeOperand(const Shape& raw, bool trans, bool trans_batch, bo
 
 void FusedMatMulKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
   ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, what, ": A is ", DataTypeName(a.dtype()), " but B is ",
@@ -128,7 +129,7 @@ void FusedGemmKernel(KernelContext& ctx) {
 // for it, with batch and channels taken from dY.
 
 Shape DeclaredPoolInputShape(const KernelContext& ctx, const Tensor& dy) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(dy.rank() >= 3, ErrorCode::kInvalidArgument, what, ": dY must have rank >= 3, got ",
            ShapeToString(dy.shape()));
   const ValueInfo* info = ctx.DeclaredOutput(0);
@@ -149,7 +150,7 @@ Shape DeclaredPoolInputShape(const KernelContext& ctx, const Tensor& dy) {
 
 // dX = zeros, then dX.flat[Indices[i]] += dY[i]: MaxPool's Indices are flat over the whole input.
 void MaxPoolGradKernel(KernelContext& ctx) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const Tensor& dy = ctx.Input(0);
   const Tensor& indices = ctx.Input(1);
   ET_CHECK(indices.dtype() == DataType::kInt64 && indices.shape() == dy.shape(), ErrorCode::kInvalidArgument, what,
@@ -188,7 +189,7 @@ double ScalarInput(const KernelContext& ctx, size_t index, const char* name) {
   const Tensor& t = ctx.Input(index);
   ET_CHECK(t.numel() == 1 && IsFloatType(t.dtype()), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": ", name,
            " must be one float value, got ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
-  return t.ToDoubleVector()[0];
+  return t.DoubleAt(0);
 }
 
 // Input `index`, the optional bool 'update_signal': absent means update.
@@ -207,11 +208,12 @@ struct NamedSequence {
 
 // The sequence inputs at `indices`: equally long (and not empty unless `allow_empty`), tensor k of
 // each of the same float type and shape as tensor k of the first.
-std::vector<NamedSequence> SequenceInputs(const KernelContext& ctx, const std::vector<size_t>& indices,
-                                          const std::vector<const char*>& names, bool allow_empty) {
-  const std::string what = ctx.node().Describe();
-  std::vector<NamedSequence> sequences;
-  for (size_t j = 0; j < indices.size(); ++j) sequences.push_back({names[j], &ctx.InputSequence(indices[j])});
+template <size_t N>
+std::array<NamedSequence, N> SequenceInputs(const KernelContext& ctx, const std::array<size_t, N>& indices,
+                                            const std::array<const char*, N>& names, bool allow_empty) {
+  const std::string& what = ctx.node().Describe();
+  std::array<NamedSequence, N> sequences;
+  for (size_t j = 0; j < N; ++j) sequences[j] = {names[j], &ctx.InputSequence(indices[j])};
   const NamedSequence& first = sequences.front();
   ET_CHECK(allow_empty || !first.tensors->empty(), ErrorCode::kInvalidArgument, what, ": ", first.name,
            " is an empty sequence");
@@ -231,22 +233,28 @@ std::vector<NamedSequence> SequenceInputs(const KernelContext& ctx, const std::v
   return sequences;
 }
 
-TensorSequence CloneAll(const TensorSequence& tensors) {
-  TensorSequence copies;
-  for (const Tensor& t : tensors) copies.push_back(t.Clone());
-  return copies;
+// Output sequence `index` (a throwaway when the node leaves it out, as ORT allows), emptied.
+TensorSequence& SequenceOutput(KernelContext& ctx, size_t index, TensorSequence& throwaway) {
+  if (index < ctx.NumOutputs()) return ctx.OutputSequence(index);
+  throwaway.clear();
+  return throwaway;
 }
 
-// Output `index` when the node has it (ORT lets the updated sequences be left out).
-void SetSequenceOutput(KernelContext& ctx, size_t index, TensorSequence tensors) {
-  if (index < ctx.NumOutputs()) ctx.SetOutputSequence(index, std::move(tensors));
+void CloneAllInto(const TensorSequence& tensors, TensorSequence& copies) {
+  for (const Tensor& t : tensors) copies.push_back(t.Clone());
+}
+
+// An updated tensor of an optimizer: the fed one itself when the session lets it be overwritten
+// (as ORT's kernels do), else new memory.
+Tensor UpdatedTensor(const Tensor& input, bool in_place) {
+  return in_place ? input : Tensor(input.dtype(), input.shape(), "updated tensor");
 }
 
 // AdamWOptimizer(lr, step, weights, gradients, momentums_1, momentums_2, update_signal?) ->
 // (updated_flag, updated_weights, updated_momentums_1, updated_momentums_2). alpha/beta are beta1/beta2.
 void AdamWOptimizerKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   AdamHyperparameters h;
   h.beta1 = node.GetFloat("alpha", 0.9f);
   h.beta2 = node.GetFloat("beta", 0.999f);
@@ -271,26 +279,28 @@ void AdamWOptimizerKernel(KernelContext& ctx) {
   const int64_t step = step_tensor.data<int64_t>()[0];
   ET_CHECK(!h.correct_bias || step >= 1, ErrorCode::kInvalidArgument, what, ": step must be >= 1 (the number of this ",
            "update) when correct_bias is 1, got ", step);
-  const std::vector<NamedSequence> in =
-      SequenceInputs(ctx, {2, 3, 4, 5}, {"weights", "gradients", "momentums_1", "momentums_2"}, /*allow_empty=*/false);
+  const auto in = SequenceInputs<4>(ctx, {2, 3, 4, 5}, {"weights", "gradients", "momentums_1", "momentums_2"},
+                                    /*allow_empty=*/false);
   const bool update = UpdateSignal(ctx, 6);
   ctx.Output(0, step_tensor.shape(), DataType::kBool).data<bool>()[0] = update;
   if (!ctx.HasOutput(1) && !ctx.HasOutput(2) && !ctx.HasOutput(3)) return;
+  TensorSequence throwaway[3];
+  TensorSequence& weights = SequenceOutput(ctx, 1, throwaway[0]);
+  TensorSequence& m1s = SequenceOutput(ctx, 2, throwaway[1]);
+  TensorSequence& m2s = SequenceOutput(ctx, 3, throwaway[2]);
   if (!update) {
-    for (size_t j = 1; j <= 3; ++j) SetSequenceOutput(ctx, j, CloneAll(*in[j == 1 ? 0 : j].tensors));
+    CloneAllInto(*in[0].tensors, weights);
+    CloneAllInto(*in[2].tensors, m1s);
+    CloneAllInto(*in[3].tensors, m2s);
     return;
   }
   const AdamCoefficients c = MakeAdamCoefficients(h, lr, static_cast<double>(step));
   // Like ORT's kernel, update the fed tensors themselves where the session allows it.
   const bool in_place = ctx.InputMayBeOverwritten(2) && ctx.InputMayBeOverwritten(4) && ctx.InputMayBeOverwritten(5);
-  TensorSequence weights, m1s, m2s;
   for (size_t k = 0; k < in[0].tensors->size(); ++k) {
     const Tensor& w = (*in[0].tensors)[k];
-    auto result = [&](const Tensor& input, const char* name) {
-      return in_place ? input : Tensor(w.dtype(), w.shape(), what + " " + name);
-    };
-    Tensor w_out = result(w, "updated weight"), m1_out = result((*in[2].tensors)[k], "moment 1"),
-           m2_out = result((*in[3].tensors)[k], "moment 2");
+    Tensor w_out = UpdatedTensor(w, in_place), m1_out = UpdatedTensor((*in[2].tensors)[k], in_place),
+           m2_out = UpdatedTensor((*in[3].tensors)[k], in_place);
     VisitFloat(w.dtype(), what, [&](auto tag) {
       using T = typename decltype(tag)::type;
       AdamUpdate<T>(ctx.threads(), c, w.numel(), w.data<T>(), (*in[1].tensors)[k].template data<T>(),
@@ -301,29 +311,26 @@ void AdamWOptimizerKernel(KernelContext& ctx) {
     m1s.push_back(std::move(m1_out));
     m2s.push_back(std::move(m2_out));
   }
-  SetSequenceOutput(ctx, 1, std::move(weights));
-  SetSequenceOutput(ctx, 2, std::move(m1s));
-  SetSequenceOutput(ctx, 3, std::move(m2s));
 }
 
 // SGDOptimizerV2(lr, weights, gradients, update_signal?) -> (update_completed, updated_weights):
 // w' = w - lr * g.
 void SGDOptimizerV2Kernel(KernelContext& ctx) {
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const double lr = ScalarInput(ctx, 0, "lr");
-  const std::vector<NamedSequence> in = SequenceInputs(ctx, {1, 2}, {"weights", "gradients"}, false);
+  const auto in = SequenceInputs<2>(ctx, {1, 2}, {"weights", "gradients"}, false);
   const bool update = UpdateSignal(ctx, 3);
   ctx.Output(0, ctx.Input(0).shape(), DataType::kBool).data<bool>()[0] = update;
   if (!ctx.HasOutput(1)) return;
+  TensorSequence& weights = ctx.OutputSequence(1);
   if (!update) {
-    SetSequenceOutput(ctx, 1, CloneAll(*in[0].tensors));
+    CloneAllInto(*in[0].tensors, weights);
     return;
   }
   const bool in_place = ctx.InputMayBeOverwritten(1);
-  TensorSequence weights;
   for (size_t k = 0; k < in[0].tensors->size(); ++k) {
     const Tensor& w = (*in[0].tensors)[k];
-    Tensor w_out = in_place ? w : Tensor(w.dtype(), w.shape(), what + " updated weight");
+    Tensor w_out = UpdatedTensor(w, in_place);
     VisitFloat(w.dtype(), what, [&](auto tag) {
       using T = typename decltype(tag)::type;
       SgdUpdate<T>(ctx.threads(), lr, 0.0, w.numel(), w.data<T>(), (*in[1].tensors)[k].template data<T>(),
@@ -331,19 +338,18 @@ void SGDOptimizerV2Kernel(KernelContext& ctx) {
     });
     weights.push_back(std::move(w_out));
   }
-  SetSequenceOutput(ctx, 1, std::move(weights));
 }
 
 // InplaceClipGradNorm(gradients) -> clipped_gradients: every gradient times
 // min(1, max_norm / (total L2 norm + 1e-6)), as torch.nn.utils.clip_grad_norm_ and ORT compute it.
 void InplaceClipGradNormKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   const double max_norm = node.GetFloat("max_norm", 1.0f);
   const std::string norm_type = node.GetString("norm_type", "fro");
   ET_CHECK(norm_type == "fro", ErrorCode::kNotImplemented, what, ": norm_type '", norm_type,
            "' is not supported (only 'fro', the L2 norm)");
-  const TensorSequence& gradients = *SequenceInputs(ctx, {0}, {"gradients"}, /*allow_empty=*/true)[0].tensors;
+  const TensorSequence& gradients = *SequenceInputs<1>(ctx, {0}, {"gradients"}, /*allow_empty=*/true)[0].tensors;
   double squares = 0;
   for (const Tensor& g : gradients)
     for (double v : g.ToDoubleVector()) squares += v * v;

@@ -22,7 +22,7 @@ using elementwise::BroadcastBinary;
 using elementwise::ComputeType;
 using elementwise::VisitFloatMath;
 
-std::string What(const KernelContext& ctx) { return ctx.node().Describe(); }
+const std::string& What(const KernelContext& ctx) { return ctx.node().Describe(); }
 
 // How many inputs and outputs a node of the op may have (ORT's schema arity).
 struct Arity {
@@ -43,14 +43,15 @@ void CheckArity(const KernelContext& ctx, const Arity& arity) {
 
 // Registers `kernel` for com.microsoft `op` (and for the ONNX domain when `also_onnx`), checking
 // the node's arity first.
-void Register(OpRegistry& r, const std::string& op, Arity arity, KernelFn kernel, bool also_onnx = false,
-              bool deterministic = true) {
+// Returns the com.microsoft entry.
+OpKernelEntry& Register(OpRegistry& r, const std::string& op, Arity arity, KernelFn kernel, bool also_onnx = false,
+                        bool deterministic = true) {
   KernelFn checked = [arity, kernel](KernelContext& ctx) {
     CheckArity(ctx, arity);
     kernel(ctx);
   };
-  RegisterMicrosoft(r, op, checked, deterministic);
   if (also_onnx) RegisterOnnx(r, op, checked);
+  return RegisterMicrosoft(r, op, checked, deterministic);
 }
 
 // A scalar (one element) input `t` read as a double.
@@ -58,7 +59,7 @@ double ScalarValue(const KernelContext& ctx, const Tensor& t, const char* name) 
   ET_CHECK(t.numel() == 1 && t.dtype() != DataType::kBool && t.dtype() != DataType::kString,
            ErrorCode::kInvalidArgument, What(ctx), ": input '", name, "' must be a numeric scalar, got ",
            DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
-  return t.ToDoubleVector()[0];
+  return t.DoubleAt(0);
 }
 
 // An optional scalar input; `fallback` when it is absent.
@@ -94,8 +95,8 @@ void CheckOutputType(const KernelContext& ctx, DataType input_type) {
 
 // ---- InPlaceAccumulatorV2(accumulation_buffer, value, overwrite_flag?) -> (updated_flag, buffer_out?) ----
 
-// buffer_out = overwrite ? value : buffer + value (value broadcast to the buffer's shape). Our runtime
-// does not alias outputs to inputs, so the buffer input itself is never written.
+// buffer_out = overwrite ? value : buffer + value (value broadcast to the buffer's shape). Element
+// by element, so buffer_out may be the buffer's own memory (the session binds it there).
 void InPlaceAccumulatorV2(KernelContext& ctx) {
   const Tensor& buffer = ctx.Input(0);
   const Tensor& value = ctx.Input(1);
@@ -152,27 +153,25 @@ void SoftmaxCrossEntropyLossGradFrom(KernelContext& ctx, std::optional<int64_t> 
     ET_CHECK(dy.numel() == 1, ErrorCode::kInvalidArgument, What(ctx), ": dY ", ShapeToString(dy.shape()),
              " must be a scalar for a reduced loss");
   }
-  const std::vector<double> dloss = dy.ToDoubleVector();
-  const std::vector<double> class_weights = weights != nullptr ? weights->ToDoubleVector() : std::vector<double>();
-  std::vector<int64_t> labels = labels_tensor.ToInt64Vector();
-  std::vector<double> scale(labels.size());
+  // An ignored position takes any class (0) with scale 0; the others their class weight, times dY,
+  // over the total weight for 'mean'.
+  auto ignored = [&](int64_t p) { return ignore && labels_tensor.Int64At(p) == *ignore; };
+  auto weight_of = [&](int64_t label) { return weights != nullptr ? weights->DoubleAt(label) : 1.0; };
   double total_weight = 0.0;
-  for (size_t p = 0; p < labels.size(); ++p) {
-    if (ignore && labels[p] == *ignore) {
-      labels[p] = 0;  // any class: its scale is 0
-      scale[p] = 0.0;
-      continue;
-    }
-    ET_CHECK(labels[p] >= 0 && labels[p] < g.classes, ErrorCode::kOutOfRange, What(ctx), ": label ", labels[p],
+  for (int64_t p = 0; p < labels_tensor.numel(); ++p) {
+    if (ignored(p)) continue;
+    const int64_t label = labels_tensor.Int64At(p);
+    ET_CHECK(label >= 0 && label < g.classes, ErrorCode::kOutOfRange, What(ctx), ": label ", label,
              " is out of range for ", g.classes, " classes");
-    scale[p] = class_weights.empty() ? 1.0 : class_weights[labels[p]];
-    total_weight += scale[p];
+    total_weight += weight_of(label);
   }
-  for (size_t p = 0; p < scale.size(); ++p) {
-    scale[p] *= reduction == LossReduction::kNone ? dloss[p] : dloss[0];
-    if (reduction == LossReduction::kMean) scale[p] /= total_weight;
-  }
-  Tensor& dx = SoftmaxCrossEntropyLossBackward(ctx, g, log_prob, labels, scale);
+  auto label_at = [&](int64_t p) { return ignored(p) ? int64_t{0} : labels_tensor.Int64At(p); };
+  auto scale_at = [&](int64_t p) {
+    if (ignored(p)) return 0.0;
+    const double scale = weight_of(labels_tensor.Int64At(p)) * dy.DoubleAt(reduction == LossReduction::kNone ? p : 0);
+    return reduction == LossReduction::kMean ? scale / total_weight : scale;
+  };
+  Tensor& dx = SoftmaxCrossEntropyLossBackward(ctx, g, log_prob, label_at, scale_at);
   if (bias == nullptr) return;
   ET_CHECK(bias->numel() == dx.numel() && bias->dtype() == dx.dtype(), ErrorCode::kInvalidArgument, What(ctx),
            ": bias (", DataTypeName(bias->dtype()), " ", ShapeToString(bias->shape()),
@@ -424,7 +423,7 @@ void RegisterOrtGradientOps(OpRegistry& r) {
   Register(r, "Scale", {2, 2, 1}, Scale);
   Register(r, "ReduceSumTraining", {2, 2, 1}, ReduceSumKernel);
 
-  Register(r, "InPlaceAccumulatorV2", {2, 3, 2}, InPlaceAccumulatorV2);
+  Register(r, "InPlaceAccumulatorV2", {2, 3, 2}, InPlaceAccumulatorV2).in_place = true;
 }
 
 }  // namespace edgetrain

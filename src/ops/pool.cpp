@@ -26,10 +26,10 @@ int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
 struct PoolGeometry {
   int64_t planes = 0;  // batch * channels
-  std::vector<int64_t> input, output, kernel, strides, dilations, pad_begin, pad_end;
+  Int64Vector input, output, kernel, strides, dilations, pad_begin, pad_end;
   int64_t InputSize() const { return Product(input); }
   int64_t OutputSize() const { return Product(output); }
-  static int64_t Product(const std::vector<int64_t>& v) {
+  static int64_t Product(const Int64Vector& v) {
     int64_t p = 1;
     for (int64_t x : v) p *= x;
     return p;
@@ -39,7 +39,7 @@ struct PoolGeometry {
 // Reads kernel_shape, strides, dilations, pads, auto_pad and ceil_mode and derives the output size.
 PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations) {
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   ET_CHECK(x.size() >= 3, ErrorCode::kInvalidArgument, what, ": pooling needs an input of rank >= 3, got ",
            ShapeToString(x));
   const size_t spatial = x.size() - 2;
@@ -48,10 +48,10 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
   g.input.assign(x.begin() + 2, x.end());
   ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
   g.kernel = node.GetInts("kernel_shape");
-  g.strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  g.dilations = allow_dilations ? node.GetInts("dilations", std::vector<int64_t>(spatial, 1))
-                                : std::vector<int64_t>(spatial, 1);
-  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  g.strides = node.GetInts("strides", Int64Vector(spatial, 1));
+  g.dilations = allow_dilations ? node.GetInts("dilations", Int64Vector(spatial, 1))
+                                : Int64Vector(spatial, 1);
+  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
@@ -144,9 +144,9 @@ PoolWindows BuildWindows(const PoolGeometry& g) {
   PoolWindows w;
   w.begin.reserve(static_cast<size_t>(out_size) + 1);
   w.padded_counts.reserve(static_cast<size_t>(out_size));
-  std::vector<int64_t> in_strides(spatial, 1);
+  Int64Vector in_strides(spatial, 1);
   for (size_t d = spatial - 1; d-- > 0;) in_strides[d] = in_strides[d + 1] * g.input[d + 1];
-  std::vector<int64_t> opos(spatial, 0), start(spatial), klo(spatial), khi(spatial), k(spatial);
+  Int64Vector opos(spatial, 0), start(spatial), klo(spatial), khi(spatial), k(spatial);
   for (int64_t o = 0; o < out_size; ++o) {
     w.begin.push_back(static_cast<int64_t>(w.offsets.size()));
     int64_t taps = 1, padded = 1;
@@ -214,7 +214,7 @@ int64_t ColumnMajorOffset(int64_t offset, const std::vector<int64_t>& dims) {
 
 void MaxPoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const int64_t storage_order = ctx.node().GetInt("storage_order", 0);
   ET_CHECK(storage_order == 0 || storage_order == 1, ErrorCode::kInvalidArgument, what, ": storage_order ",
@@ -253,7 +253,7 @@ void MaxPoolKernel(KernelContext& ctx) {
 
 void AveragePoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
   const PoolWindows windows = BuildWindows(g);
@@ -308,7 +308,7 @@ T LpCombine(const T* x, std::span<const int64_t> taps, double p) {
 
 void LpPoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const double p = LpNormOrder(ctx);
   const PoolWindows windows = BuildWindows(g);
@@ -333,7 +333,7 @@ enum class GlobalKind { kAverage, kMax, kLp };
 
 void GlobalPool(KernelContext& ctx, GlobalKind kind) {
   const Tensor& x = ctx.Input(0);
-  const std::string what = ctx.node().Describe();
+  const std::string& what = ctx.node().Describe();
   ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, what, ": global pooling needs an input of rank >= 2, got ",
            ShapeToString(x.shape()));
   Shape out_shape = {x.dim(0), x.dim(1)};
@@ -386,14 +386,14 @@ void MaxUnpoolKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& indices = ctx.Input(1);
   const Node& node = ctx.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   ET_CHECK(x.rank() >= 3 && indices.shape() == x.shape() && indices.dtype() == DataType::kInt64,
            ErrorCode::kInvalidArgument, what, ": I must be int64 with the shape of X ", ShapeToString(x.shape()));
   const size_t spatial = x.rank() - 2;
   ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
   const std::vector<int64_t> kernel = node.GetInts("kernel_shape");
-  const std::vector<int64_t> strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  const std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  const std::vector<int64_t> strides = node.GetInts("strides", Int64Vector(spatial, 1));
+  const std::vector<int64_t> pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(kernel.size() == spatial && strides.size() == spatial && pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/pads do not match ", spatial,
            " spatial dimensions");
@@ -635,13 +635,13 @@ void MaxPoolGradient(GradientContext& g) {
 // AveragePoolGrad takes explicit strides, pads and count_include_pad; auto_pad is resolved here.
 void AveragePoolGradient(GradientContext& g) {
   const Node& node = g.node();
-  const std::string what = node.Describe();
+  const std::string& what = node.Describe();
   ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
   const std::vector<int64_t> kernel = node.GetInts("kernel_shape");
   const size_t spatial = kernel.size();
-  const std::vector<int64_t> strides = node.GetInts("strides", std::vector<int64_t>(spatial, 1));
-  const std::vector<int64_t> dilations = node.GetInts("dilations", std::vector<int64_t>(spatial, 1));
-  std::vector<int64_t> pads = node.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
+  const std::vector<int64_t> strides = node.GetInts("strides", Int64Vector(spatial, 1));
+  const Int64Vector dilations = node.GetInts("dilations", Int64Vector(spatial, 1));
+  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(strides.size() == spatial && dilations.size() == spatial && pads.size() == 2 * spatial,
            ErrorCode::kInvalidModel, what, ": strides/dilations/pads do not match kernel_shape");
   const std::string auto_pad = node.GetString("auto_pad", "NOTSET");

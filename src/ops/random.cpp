@@ -179,7 +179,7 @@ void Dropout(KernelContext& ctx) {
       const Tensor& r = ctx.Input(1);
       ET_CHECK(r.numel() == 1 && IsFloatType(r.dtype()), ErrorCode::kInvalidArgument, node.Describe(),
                ": input 'ratio' must be a float scalar, got ", DataTypeName(r.dtype()), " ", ShapeToString(r.shape()));
-      ratio = r.ToDoubleVector()[0];
+      ratio = r.DoubleAt(0);
     }
     if (ctx.HasInput(2)) {
       const Tensor& t = ctx.Input(2);
@@ -219,7 +219,7 @@ void DropoutGradKernel(KernelContext& ctx) {
   ET_CHECK(ratio_tensor.numel() == 1 && training_tensor.numel() == 1, ErrorCode::kInvalidArgument, node.Describe(),
            ": ratio and training_mode must be scalars, got ", ShapeToString(ratio_tensor.shape()), " and ",
            ShapeToString(training_tensor.shape()));
-  const bool training = training_tensor.ToDoubleVector()[0] != 0.0;
+  const bool training = training_tensor.DoubleAt(0) != 0.0;
   if (training) {
     ET_CHECK(mask.shape() == dy.shape(), ErrorCode::kInvalidArgument, node.Describe(), ": mask ",
              ShapeToString(mask.shape()), " does not match dY ", ShapeToString(dy.shape()));
@@ -235,7 +235,7 @@ void DropoutGradKernel(KernelContext& ctx) {
       for (size_t i = 0; i < m.size(); ++i) keep[i] = m[i] != 0.0;
     }
   }
-  DropoutBackward(ctx, dy, keep, ratio_tensor.ToDoubleVector()[0], training);
+  DropoutBackward(ctx, dy, keep, ratio_tensor.DoubleAt(0), training);
 }
 
 // DropoutGrad in standard ops: Where(training_mode, dY * mask * (1 / (1 - ratio)), dY).

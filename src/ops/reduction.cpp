@@ -25,8 +25,8 @@ int64_t GrainFor(int64_t work_per_item) {
 
 // Accumulator type wide enough for sums: double for floats, 64-bit for integers.
 template <typename T>
-using WideT = std::conditional_t<std::is_floating_point_v<T>, double,
-                                 std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+using WideT =
+    std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
 
 // Each reducer: Acc, Init(), Update(acc, x), Finish(acc, count) -> T.
 template <typename T>
@@ -61,8 +61,10 @@ struct ProdReducer {
 
 template <typename T>
 bool IsNan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(x);
+  else
+    return false;
 }
 
 // Max/Min propagate NaN (as numpy does); an empty reduction gives -inf/+inf (lowest/max for ints).
@@ -70,8 +72,10 @@ template <typename T>
 struct MaxReducer {
   using Acc = T;
   static Acc Init() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
   static void Update(Acc& acc, T x) {
     if (x > acc || IsNan(x)) acc = x;
@@ -83,8 +87,10 @@ template <typename T>
 struct MinReducer {
   using Acc = T;
   static Acc Init() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
   }
   static void Update(Acc& acc, T x) {
     if (x < acc || IsNan(x)) acc = x;
@@ -97,8 +103,10 @@ struct L1Reducer {
   using Acc = WideT<T>;
   static Acc Init() { return Acc{0}; }
   static void Update(Acc& acc, T x) {
-    if constexpr (std::is_signed_v<T>) acc += static_cast<Acc>(x < 0 ? -x : x);
-    else acc += static_cast<Acc>(x);
+    if constexpr (std::is_signed_v<T>)
+      acc += static_cast<Acc>(x < 0 ? -x : x);
+    else
+      acc += static_cast<Acc>(x);
   }
   static T Finish(Acc acc, int64_t) { return static_cast<T>(acc); }
 };
@@ -162,12 +170,12 @@ struct ReducePlan {
   int64_t outer = 1, reduced = 1, inner = 1;
   // General walk: offsets of every reduced position, and the kept dims/strides in order.
   std::vector<int64_t> reduced_offsets;
-  std::vector<int64_t> kept_dims, kept_strides;
+  Int64Vector kept_dims, kept_strides;
   int64_t num_outputs = 1;
 };
 
-ReducePlan PlanReduction(const KernelContext& ctx, const Shape& in_shape, std::vector<int64_t> axes,
-                         bool keepdims, bool noop_with_empty_axes) {
+ReducePlan PlanReduction(const KernelContext& ctx, const Shape& in_shape, const Int64Vector& axes, bool keepdims,
+                         bool noop_with_empty_axes) {
   ReducePlan plan;
   const int64_t rank = static_cast<int64_t>(in_shape.size());
   if (axes.empty() && noop_with_empty_axes) {
@@ -175,7 +183,7 @@ ReducePlan PlanReduction(const KernelContext& ctx, const Shape& in_shape, std::v
     plan.out_shape = in_shape;
     return plan;
   }
-  std::vector<bool> is_reduced(rank, axes.empty());
+  Int64Vector is_reduced(static_cast<size_t>(rank), axes.empty());
   for (int64_t axis : axes) {
     ET_CHECK(axis >= -rank && axis < rank, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": axis ", axis,
              " is out of range for an input of rank ", rank);
@@ -185,60 +193,63 @@ ReducePlan PlanReduction(const KernelContext& ctx, const Shape& in_shape, std::v
     is_reduced[a] = true;
   }
   for (int64_t d = 0; d < rank; ++d) {
-    if (!is_reduced[d]) plan.out_shape.push_back(in_shape[d]);
-    else if (keepdims) plan.out_shape.push_back(1);
+    if (!is_reduced[d])
+      plan.out_shape.push_back(in_shape[d]);
+    else if (keepdims)
+      plan.out_shape.push_back(1);
   }
 
   // Merge neighbouring dims of the same kind, skipping size-1 dims which change no offsets.
-  struct Group {
-    int64_t size;
-    bool reduced;
-  };
-  std::vector<Group> groups;
+  Int64Vector group_size, group_reduced;
   for (int64_t d = 0; d < rank; ++d) {
     if (in_shape[d] == 1) continue;
-    if (!groups.empty() && groups.back().reduced == is_reduced[d]) groups.back().size *= in_shape[d];
-    else groups.push_back({in_shape[d], static_cast<bool>(is_reduced[d])});
+    if (!group_size.empty() && group_reduced.back() == is_reduced[d]) {
+      group_size.back() *= in_shape[d];
+    } else {
+      group_size.push_back(in_shape[d]);
+      group_reduced.push_back(is_reduced[d]);
+    }
   }
+  const size_t groups = group_size.size();
   int reduced_groups = 0;
-  for (const Group& g : groups) reduced_groups += g.reduced ? 1 : 0;
-  for (const Group& g : groups) {
-    if (!g.reduced) plan.num_outputs *= g.size;
+  for (size_t g = 0; g < groups; ++g) {
+    reduced_groups += group_reduced[g] ? 1 : 0;
+    if (!group_reduced[g]) plan.num_outputs *= group_size[g];
   }
 
   if (reduced_groups <= 1) {
     bool seen_reduced = false;
-    for (const Group& g : groups) {
-      if (g.reduced) {
-        plan.reduced = g.size;
+    for (size_t g = 0; g < groups; ++g) {
+      if (group_reduced[g]) {
+        plan.reduced = group_size[g];
         seen_reduced = true;
       } else if (seen_reduced) {
-        plan.inner *= g.size;
+        plan.inner *= group_size[g];
       } else {
-        plan.outer *= g.size;
+        plan.outer *= group_size[g];
       }
     }
     return plan;
   }
 
   plan.contiguous = false;
-  std::vector<int64_t> group_strides(groups.size());
+  Int64Vector group_strides(groups);
   int64_t stride = 1;
-  for (size_t i = groups.size(); i-- > 0;) {
+  for (size_t i = groups; i-- > 0;) {
     group_strides[i] = stride;
-    stride *= groups[i].size;
+    stride *= group_size[i];
   }
   plan.reduced_offsets = {0};
-  for (size_t i = 0; i < groups.size(); ++i) {
-    if (groups[i].reduced) {
+  for (size_t i = 0; i < groups; ++i) {
+    if (group_reduced[i]) {
       std::vector<int64_t> expanded;
-      expanded.reserve(plan.reduced_offsets.size() * groups[i].size);
+      expanded.reserve(plan.reduced_offsets.size() * group_size[i]);
       for (int64_t base : plan.reduced_offsets) {
-        for (int64_t k = 0; k < groups[i].size; ++k) expanded.push_back(base + k * group_strides[i]);
+        for (int64_t k = 0; k < group_size[i]; ++k) expanded.push_back(base + k * group_strides[i]);
       }
       plan.reduced_offsets = std::move(expanded);
     } else {
-      plan.kept_dims.push_back(groups[i].size);
+      plan.kept_dims.push_back(group_size[i]);
       plan.kept_strides.push_back(group_strides[i]);
     }
   }
@@ -307,10 +318,10 @@ void ReduceKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Node& node = ctx.node();
   // Axes come from input 1 (ReduceSum from opset 13, the others from 18) or the 'axes' attribute.
-  std::vector<int64_t> axes = ctx.IntsFromInputOrAttr(1, "axes").value_or(std::vector<int64_t>{});
+  Int64Vector axes = ctx.IntsFromInputOrAttr(1, "axes").value_or(Int64Vector{});
   const bool keepdims = node.GetInt("keepdims", 1) != 0;
   const bool noop = node.GetInt("noop_with_empty_axes", 0) != 0;
-  ReducePlan plan = PlanReduction(ctx, x.shape(), std::move(axes), keepdims, noop);
+  ReducePlan plan = PlanReduction(ctx, x.shape(), axes, keepdims, noop);
   Tensor& y = ctx.Output(0, plan.out_shape, x.dtype());
   if (plan.identity) {
     if (x.nbytes() > 0) std::memcpy(y.raw(), x.raw(), x.nbytes());
@@ -331,7 +342,7 @@ void SumToShape(KernelContext& ctx, const Tensor& g, const Shape& target, size_t
   ET_CHECK(target.size() <= from.size(), ErrorCode::kInvalidArgument, ctx.node().Describe(), ": cannot sum ",
            ShapeToString(from), " to the larger rank of ", ShapeToString(target));
   size_t lead = from.size() - target.size();
-  std::vector<int64_t> axes;
+  Int64Vector axes;
   for (size_t d = 0; d < from.size(); ++d) {
     if (d < lead) {
       axes.push_back(static_cast<int64_t>(d));
@@ -412,8 +423,10 @@ ReduceAxes ReadReduceAxes(GradientContext& g) {
   const Node& node = g.node();
   ReduceAxes r;
   r.keepdims = node.GetInt("keepdims", 1) != 0;
-  if (!g.X(1).empty()) r.axes = g.X(1);
-  else if (!node.GetInts("axes").empty()) r.axes = g.Ints(node.GetInts("axes"));
+  if (!g.X(1).empty())
+    r.axes = g.X(1);
+  else if (!node.GetInts("axes").empty())
+    r.axes = g.Ints(node.GetInts("axes"));
   r.identity = r.axes.empty() && node.GetInt("noop_with_empty_axes", 0) != 0;
   return r;
 }
@@ -510,9 +523,8 @@ void ReduceExtremeGradient(GradientContext& g) {
 
 // CumSum: the gradient is the cumulative sum of dY in the opposite direction (same exclusivity).
 void CumSumGradient(GradientContext& g) {
-  std::map<std::string, Attribute> attrs = {
-      {"exclusive", Attribute::Int(g.node().GetInt("exclusive", 0))},
-      {"reverse", Attribute::Int(g.node().GetInt("reverse", 0) != 0 ? 0 : 1)}};
+  std::map<std::string, Attribute> attrs = {{"exclusive", Attribute::Int(g.node().GetInt("exclusive", 0))},
+                                            {"reverse", Attribute::Int(g.node().GetInt("reverse", 0) != 0 ? 0 : 1)}};
   g.SetGrad(0, g.Op("CumSum", {g.dY(0), g.X(1)}, std::move(attrs)));
 }
 
@@ -521,10 +533,10 @@ void TopKGradient(GradientContext& g) {
   if (g.dY(0).empty()) return;
   ET_CHECK(!g.Y(1).empty(), ErrorCode::kNotImplemented, g.node().Describe(),
            ": the gradient of TopK needs its indices output");
-  std::string zeros = g.Op("Expand", {g.Op("CastLike", {g.Constant(Tensor::Scalar<float>(0.0f)), g.X(0)}),
-                                      g.ShapeOf(g.X(0))});
-  g.SetGrad(0, g.Op("ScatterElements", {zeros, g.Y(1), g.dY(0)},
-                    {{"axis", Attribute::Int(g.node().GetInt("axis", -1))}}));
+  std::string zeros =
+      g.Op("Expand", {g.Op("CastLike", {g.Constant(Tensor::Scalar<float>(0.0f)), g.X(0)}), g.ShapeOf(g.X(0))});
+  g.SetGrad(0,
+            g.Op("ScatterElements", {zeros, g.Y(1), g.dY(0)}, {{"axis", Attribute::Int(g.node().GetInt("axis", -1))}}));
 }
 
 // Input viewed as [outer, n, inner] around one axis.
@@ -551,8 +563,10 @@ void ArgExtremeKernel(KernelContext& ctx) {
   const bool select_last = node.GetInt("select_last_index", 0) != 0;
   const AxisView v = ViewAroundAxis(x.shape(), axis);
   Shape out_shape = x.shape();
-  if (keepdims) out_shape[axis] = 1;
-  else out_shape.erase(out_shape.begin() + axis);
+  if (keepdims)
+    out_shape[axis] = 1;
+  else
+    out_shape.erase(out_shape.begin() + axis);
   ET_CHECK(v.n > 0 || v.outer * v.inner == 0, ErrorCode::kInvalidArgument, node.Describe(),
            ": cannot take the arg-extreme over the empty axis ", axis);
   Tensor& y = ctx.Output(0, out_shape, DataType::kInt64);
@@ -562,8 +576,10 @@ void ArgExtremeKernel(KernelContext& ctx) {
     const T* in = x.data<T>();
     // True when `candidate` should replace `best` (ties go to the first or last index).
     auto better = [select_last](T candidate, T best) {
-      if constexpr (kIsMax) return select_last ? candidate >= best : candidate > best;
-      else return select_last ? candidate <= best : candidate < best;
+      if constexpr (kIsMax)
+        return select_last ? candidate >= best : candidate > best;
+      else
+        return select_last ? candidate <= best : candidate < best;
     };
     ctx.threads().ParallelFor(v.outer * v.inner, GrainFor(v.n), [&](int64_t begin, int64_t end) {
       for (int64_t unit = begin; unit < end; ++unit) {
@@ -593,7 +609,7 @@ void CumSumKernel(KernelContext& ctx) {
            ": 'axis' input must hold exactly one value, got ", axis_tensor.numel());
   const int64_t rank = static_cast<int64_t>(x.rank());
   ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 1");
-  const int64_t axis = NormalizeAxis(axis_tensor.ToInt64Vector()[0], rank, node.Describe());
+  const int64_t axis = NormalizeAxis(axis_tensor.Int64At(0), rank, node.Describe());
   const bool exclusive = node.GetInt("exclusive", 0) != 0;
   const bool reverse = node.GetInt("reverse", 0) != 0;
   const AxisView v = ViewAroundAxis(x.shape(), axis);
@@ -635,15 +651,15 @@ void TopKKernel(KernelContext& ctx) {
     const Tensor& k_tensor = ctx.Input(1);
     ET_CHECK(k_tensor.numel() == 1, ErrorCode::kInvalidArgument, node.Describe(),
              ": 'K' input must hold exactly one value, got ", k_tensor.numel());
-    k = k_tensor.ToInt64Vector()[0];
+    k = k_tensor.Int64At(0);
   } else {
     ET_CHECK(node.HasAttr("k"), ErrorCode::kInvalidModel, node.Describe(), ": neither a 'K' input nor a 'k' attribute");
     k = node.GetInt("k", 0);
   }
   const bool largest = node.GetInt("largest", 1) != 0;
   const AxisView v = ViewAroundAxis(x.shape(), axis);
-  ET_CHECK(k >= 0 && k <= v.n, ErrorCode::kOutOfRange, node.Describe(), ": k=", k,
-           " is out of range for axis ", axis, " of size ", v.n);
+  ET_CHECK(k >= 0 && k <= v.n, ErrorCode::kOutOfRange, node.Describe(), ": k=", k, " is out of range for axis ", axis,
+           " of size ", v.n);
   Shape out_shape = x.shape();
   out_shape[axis] = k;
   Tensor& values = ctx.Output(0, out_shape, x.dtype());

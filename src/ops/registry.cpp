@@ -19,8 +19,7 @@ void OpRegistry::SetGradient(const std::string& domain, const std::string& op_ty
   ET_CHECK(found, ErrorCode::kInternal, "gradient rule for unregistered operator ", op_type);
 }
 
-const OpKernelEntry* OpRegistry::Find(const std::string& domain, const std::string& op_type,
-                                      int64_t opset) const {
+const OpKernelEntry* OpRegistry::Find(const std::string& domain, const std::string& op_type, int64_t opset) const {
   const std::string& d = domain == "ai.onnx" ? std::string() : domain;
   for (const auto& e : entries_)
     if (e.domain == d && e.op_type == op_type && opset >= e.since_version && opset <= e.until_version) return &e;
@@ -73,8 +72,13 @@ void KernelContext::SetOutputValue(size_t i, const RuntimeValue& value) {
   if (value.tensor.nbytes()) std::memcpy(out.raw(), value.tensor.raw(), value.tensor.nbytes());
 }
 
-std::optional<std::vector<int64_t>> KernelContext::IntsFromInputOrAttr(size_t index, const std::string& attr) const {
-  if (HasInput(index)) return Input(index).ToInt64Vector();
+std::optional<Int64Vector> KernelContext::IntsFromInputOrAttr(size_t index, const std::string& attr) const {
+  if (HasInput(index)) {
+    const Tensor& t = Input(index);
+    Int64Vector values(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) values[static_cast<size_t>(i)] = t.Int64At(i);
+    return values;
+  }
   if (node_->HasAttr(attr)) return node_->GetInts(attr);
   return std::nullopt;
 }

@@ -23,7 +23,7 @@ int64_t PositionInput(const KernelContext& ctx, size_t index) {
   ET_CHECK(t.numel() == 1 && (t.dtype() == DataType::kInt64 || t.dtype() == DataType::kInt32),
            ErrorCode::kInvalidArgument, ctx.node().Describe(), ": input 'position' must be an int32/int64 scalar, got ",
            DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
-  return t.ToInt64Vector()[0];
+  return t.Int64At(0);
 }
 
 // Normalises `position` into [0, size + extra), where extra is 1 for insertion points.

@@ -14,7 +14,7 @@
 namespace edgetrain {
 namespace {
 
-std::string What(const KernelContext& ctx) { return ctx.node().Describe(); }
+const std::string& What(const KernelContext& ctx) { return ctx.node().Describe(); }
 
 void CopyWhole(const Tensor& from, Tensor& to) {
   if (from.nbytes() != 0 && from.raw() != to.raw()) std::memcpy(to.raw(), from.raw(), from.nbytes());
@@ -129,7 +129,7 @@ void Transpose(KernelContext& ctx) {
     ET_CHECK(p >= 0 && p < rank && !seen[p], ErrorCode::kInvalidArgument, What(ctx), ": perm is not a permutation");
     seen[p] = true;
   }
-  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  const Shape in_strides = RowMajorStrides(data.shape());
   Shape out_shape(rank);
   std::vector<int64_t> src_strides(rank);
   for (int64_t a = 0; a < rank; ++a) {
@@ -160,7 +160,7 @@ void Concat(KernelContext& ctx) {
     out_shape[axis] += in.dim(axis);
   }
   Tensor& out = ctx.Output(0, out_shape, first.dtype());
-  const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
+  const Shape out_strides = RowMajorStrides(out_shape);
   const size_t element = DataTypeSize(first.dtype());
   int64_t offset = 0;
   for (size_t i = 0; i < ctx.NumInputs(); ++i) {
@@ -198,7 +198,7 @@ void Split(KernelContext& ctx) {
   }
   ET_CHECK(total == dim, ErrorCode::kInvalidArgument, What(ctx), ": split sizes sum to ", total, " but axis ", axis,
            " has size ", dim);
-  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  const Shape in_strides = RowMajorStrides(data.shape());
   const size_t element = DataTypeSize(data.dtype());
   int64_t offset = 0;
   for (int64_t i = 0; i < outputs; ++i) {
@@ -230,7 +230,7 @@ SliceView ResolveSlice(const KernelContext& ctx, const Shape& data_shape, const 
   ET_CHECK(rank >= 1 || starts.empty(), ErrorCode::kInvalidArgument, What(ctx), ": cannot slice a scalar");
 
   SliceView view;
-  const std::vector<int64_t> in_strides = RowMajorStrides(data_shape);
+  const Shape in_strides = RowMajorStrides(data_shape);
   view.shape = data_shape;
   view.strides = in_strides;
   std::vector<bool> seen(rank, false);
@@ -303,7 +303,7 @@ void Tile(KernelContext& ctx) {
   ET_CHECK(repeats.size() == rank, ErrorCode::kInvalidArgument, What(ctx), ": ", repeats.size(),
            " repeats for an input of rank ", rank);
   // Output viewed as [r0, d0, r1, d1, ...]: the repeat axes read the input with stride 0.
-  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
+  const Shape in_strides = RowMajorStrides(data.shape());
   Shape out_shape(rank), view_shape;
   std::vector<int64_t> view_src_strides;
   for (size_t a = 0; a < rank; ++a) {
@@ -364,15 +364,15 @@ void Pad(KernelContext& ctx) {
   Tensor& out = ctx.Output(0, out_shape, data.dtype());
   if (out.numel() == 0) return;
   const size_t element = DataTypeSize(data.dtype());
-  const std::vector<int64_t> in_strides = RowMajorStrides(data.shape());
-  const std::vector<int64_t> out_strides = RowMajorStrides(out_shape);
+  const Shape in_strides = RowMajorStrides(data.shape());
+  const Shape out_strides = RowMajorStrides(out_shape);
 
   if (mode == "constant") {
     uint64_t bits = 0;
     if (ctx.HasInput(2) && ctx.Input(2).numel() > 0) {
       const Tensor& value = ctx.Input(2);
       if (value.dtype() == data.dtype()) std::memcpy(&bits, value.raw(), element);
-      else bits = ElementBitsFromDouble(data.dtype(), value.ToDoubleVector()[0], What(ctx));
+      else bits = ElementBitsFromDouble(data.dtype(), value.DoubleAt(0), What(ctx));
     } else {
       bits = ElementBitsFromDouble(data.dtype(), ctx.node().GetFloat("value", 0.0f), What(ctx));
     }

@@ -70,13 +70,13 @@ inline void FillElements(void* dst, int64_t count, size_t element_size, uint64_t
 namespace strided_detail {
 
 template <typename U>
-void CopyTiled(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& src_strides, const U* src,
-               const std::vector<int64_t>& dst_strides, U* dst, size_t tile_axis) {
+void CopyTiled(ThreadPool& pool, const Shape& shape, const Shape& src_strides, const U* src,
+               const Shape& dst_strides, U* dst, size_t tile_axis) {
   // dst is contiguous along the last axis and src along tile_axis: copy in square tiles so that
   // both sides stay in cache.
   constexpr int64_t kTile = 32;
   const size_t last = shape.size() - 1;
-  std::vector<size_t> outer_axes;
+  Shape outer_axes;
   int64_t outer_count = 1;
   for (size_t a = 0; a < last; ++a)
     if (a != tile_axis) {
@@ -91,7 +91,7 @@ void CopyTiled(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>&
       int64_t outer = work / row_tiles, row_tile = work % row_tiles;
       int64_t src_base = 0, dst_base = 0;
       for (size_t k = outer_axes.size(); k-- > 0;) {
-        size_t a = outer_axes[k];
+        const size_t a = static_cast<size_t>(outer_axes[k]);
         int64_t i = outer % shape[a];
         outer /= shape[a];
         src_base += i * src_strides[a];
@@ -111,8 +111,8 @@ void CopyTiled(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>&
 }
 
 template <typename U>
-void CopyRows(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& src_strides, const U* src,
-              const std::vector<int64_t>& dst_strides, U* dst) {
+void CopyRows(ThreadPool& pool, const Shape& shape, const Shape& src_strides, const U* src,
+              const Shape& dst_strides, U* dst) {
   const size_t rank = shape.size();
   const int64_t inner = shape[rank - 1];
   const int64_t src_inner = src_strides[rank - 1], dst_inner = dst_strides[rank - 1];
@@ -120,7 +120,7 @@ void CopyRows(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& 
   for (size_t a = 0; a + 1 < rank; ++a) outer_count *= shape[a];
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
   pool.ParallelFor(outer_count, grain, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> index(rank, 0);
+    Shape index(rank, 0);
     int64_t src_off = 0, dst_off = 0, rest = begin;
     for (size_t a = rank - 1; a-- > 0;) {
       index[a] = rest % shape[a];
@@ -156,13 +156,11 @@ void CopyRows(ThreadPool& pool, const Shape& shape, const std::vector<int64_t>& 
 // For every index i of `shape`: dst[sum(i_k * dst_strides[k])] = src[sum(i_k * src_strides[k])].
 // Strides count elements and may be zero (broadcast) or negative (reversed slices).
 inline void StridedCopy(ThreadPool& pool, DataType type, const std::string& what, const Shape& shape,
-                        const std::vector<int64_t>& src_strides, const void* src,
-                        const std::vector<int64_t>& dst_strides, void* dst) {
+                        const Shape& src_strides, const void* src, const Shape& dst_strides, void* dst) {
   for (int64_t d : shape)
     if (d == 0) return;
   // Drop unit dims, then merge neighbours that are contiguous in both views.
-  Shape dims;
-  std::vector<int64_t> ss, ds;
+  Shape dims, ss, ds;
   for (size_t a = 0; a < shape.size(); ++a) {
     if (shape[a] == 1) continue;
     if (!dims.empty() && ss.back() == src_strides[a] * shape[a] && ds.back() == dst_strides[a] * shape[a]) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/function_ref.hpp"
 #include "ops/kernel.hpp"
 #include "ops/softmax_util.hpp"
 
@@ -39,10 +40,10 @@ LossGeometry CheckLossInputs(const KernelContext& ctx, const Tensor& scores, con
                              const Tensor* weights);
 // SoftmaxCrossEntropyLoss(scores, labels, weights?) -> (loss, log_prob?) with the ignored label given.
 void SoftmaxCrossEntropyLossForward(KernelContext& ctx, std::optional<int64_t> ignore_index);
-// Output 0 = (exp(log_prob) - onehot(labels, axis 1)) * scale[position]; labels must be in [0, C) and
-// hold, like scale, one value per position of `g`. Returns output 0.
+// Output 0 = (exp(log_prob) - onehot(label_at(position), axis 1)) * scale_at(position), one label in
+// [0, C) and one scale per position of `g`. Returns output 0.
 Tensor& SoftmaxCrossEntropyLossBackward(KernelContext& ctx, const LossGeometry& g, const Tensor& log_prob,
-                                        const std::vector<int64_t>& labels, const std::vector<double>& scale);
+                                        FunctionRef<int64_t(int64_t)> label_at, FunctionRef<double(int64_t)> scale_at);
 
 // ---- matmul.cpp ----
 // Shapes of one numpy matmul: A [a_batch..., m, k] x B [b_batch..., k, n] -> [batch..., m, n]; 1-D

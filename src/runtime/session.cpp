@@ -17,6 +17,13 @@ namespace {
 
 constexpr size_t kNoSlot = static_cast<size_t>(-1);
 
+// Empties a value but keeps its sequence's capacity, so that the next run refills it without allocating.
+void Clear(RuntimeValue& value) {
+  value.tensor = Tensor();
+  value.sequence.clear();
+  value.is_sequence = false;
+}
+
 int64_t NodeOpset(const Node& node, const Model& model) {
   return node.opset ? node.opset : model.OpsetFor(node.domain);
 }
@@ -99,6 +106,15 @@ class StepContext final : public KernelContext {
     outputs_[i]->sequence = std::move(sequence);
   }
 
+  TensorSequence& OutputSequence(size_t i) override {
+    ET_CHECK(i < outputs_.size(), ErrorCode::kInternal, node_->Describe(), ": output ", i, " does not exist");
+    RuntimeValue* value = outputs_[i] ? outputs_[i] : &unrequested_;
+    value->is_sequence = true;
+    value->tensor = Tensor();
+    value->sequence.clear();
+    return value->sequence;
+  }
+
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
   bool InputMayBeOverwritten(size_t i) const override;
 
@@ -112,9 +128,10 @@ class StepContext final : public KernelContext {
   const std::vector<RuntimeValue*>& outputs_;
   std::vector<Tensor>& scratch_;
   OutputMemory& memory_;
-  GraphExecutor* executor_;  // runs subgraphs; null where they cannot run
-  size_t step_;              // the node's place in executor_'s order
-  const Graph* graph_;       // the graph the node belongs to, for DeclaredOutput
+  GraphExecutor* executor_;   // runs subgraphs; null where they cannot run
+  size_t step_;               // the node's place in executor_'s order
+  const Graph* graph_;        // the graph the node belongs to, for DeclaredOutput
+  RuntimeValue unrequested_;  // an unrequested output sequence, filled and dropped
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
@@ -144,7 +161,8 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
     in_ptrs.push_back(inputs[i].defined() ? &in_values[i] : nullptr);
   }
   std::vector<RuntimeValue*> out_ptrs;
-  for (size_t i = 0; i < node.outputs.size(); ++i) out_ptrs.push_back(node.outputs[i].empty() ? nullptr : &out_values[i]);
+  for (size_t i = 0; i < node.outputs.size(); ++i)
+    out_ptrs.push_back(node.outputs[i].empty() ? nullptr : &out_values[i]);
   struct FreshMemory final : OutputMemory {
     const Node& node;
     explicit FreshMemory(const Node& n) : node(n) {}
@@ -193,18 +211,20 @@ class GraphExecutor {
     Compile();
   }
 
-  std::vector<RuntimeValue> Run(const std::vector<std::pair<size_t, RuntimeValue>>& feeds,
-                                const std::vector<size_t>& fetch_slots) {
+  // Runs the graph on `feeds` (feeds[i] for value slot feed_slots[i]) and writes the values of
+  // `fetch_slots` into `out`. Values are emptied, not freed, so a warm run refills them in place.
+  void Run(const std::vector<size_t>& feed_slots, const std::vector<RuntimeValue>& feeds,
+           const std::vector<size_t>& fetch_slots, std::vector<RuntimeValue>& out) {
     for (size_t s = 0; s < values_.size(); ++s)
-      if (!is_initializer_[s]) values_[s] = RuntimeValue();
+      if (!is_initializer_[s]) Clear(values_[s]);
     for (const auto& [slot, name] : outer_slots_) values_[slot] = parent_->Lookup(name);
-    for (const auto& [slot, value] : feeds) values_[slot] = value;
+    for (size_t i = 0; i < feed_slots.size(); ++i) values_[feed_slots[i]] = feeds[i];
 
     signature_.clear();
-    for (const auto& [slot, value] : feeds) {
-      signature_.push_back(static_cast<int64_t>(slot));
-      signature_.push_back(static_cast<int64_t>(value.tensor.rank()));
-      signature_.insert(signature_.end(), value.tensor.shape().begin(), value.tensor.shape().end());
+    for (size_t i = 0; i < feed_slots.size(); ++i) {
+      signature_.push_back(static_cast<int64_t>(feed_slots[i]));
+      signature_.push_back(static_cast<int64_t>(feeds[i].tensor.rank()));
+      signature_.insert(signature_.end(), feeds[i].tensor.shape().begin(), feeds[i].tensor.shape().end());
     }
     run_planned_ = plan_memory_ && plan_valid_ && signature_ == plan_signature_;
     if (!run_planned_) {
@@ -218,17 +238,15 @@ class GraphExecutor {
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
                       step.memory, this, k, &graph_);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
-      for (size_t s : step.release) values_[s] = RuntimeValue();
+      for (size_t s : step.release) Clear(values_[s]);
     }
 
-    std::vector<RuntimeValue> out;
-    out.reserve(fetch_slots.size());
-    for (size_t s : fetch_slots) out.push_back(values_[s]);
+    out.resize(fetch_slots.size());
+    for (size_t i = 0; i < fetch_slots.size(); ++i) out[i] = values_[fetch_slots[i]];
     for (size_t s = 0; s < values_.size(); ++s)
-      if (!pinned_[s]) values_[s] = RuntimeValue();
+      if (!pinned_[s]) Clear(values_[s]);
     if (plan_memory_ && !run_planned_) BuildPlan();
     if (plan_broken_) plan_valid_ = false;
-    return out;
   }
 
   // Memory for output i of step k: the bound tensor, a planned place in the arena, or fresh memory.
@@ -241,7 +259,7 @@ class GraphExecutor {
       if (!source.is_sequence && source.tensor.dtype() == dtype && source.tensor.numel() == NumElements(shape))
         return source.tensor.Reshaped(shape);
     }
-    auto fresh = [&] { return Tensor(dtype, shape, step.node->Describe() + " output '" + step.node->outputs[i] + "'"); };
+    auto fresh = [&] { return Tensor(dtype, shape, step.node->outputs[i]); };  // errors get the node's name
     if (!plan_memory_ || pinned_[slot]) return fresh();
     if (run_planned_) {
       uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(dtype);
@@ -271,8 +289,8 @@ class GraphExecutor {
     GraphExecutor& child = *it->second;
     ET_CHECK(inputs.size() <= graph.inputs.size(), ErrorCode::kInvalidModel, "subgraph '", graph.name, "' takes ",
              graph.inputs.size(), " inputs, got ", inputs.size());
-    std::vector<std::pair<size_t, RuntimeValue>> feeds;
-    for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(child.SlotOf(graph.inputs[i].name), inputs[i]);
+    std::vector<size_t> feed_slots;
+    for (size_t i = 0; i < inputs.size(); ++i) feed_slots.push_back(child.SlotOf(graph.inputs[i].name));
     std::vector<size_t> fetch;
     for (const auto& o : graph.outputs) {
       size_t s = child.SlotOf(o.name);
@@ -280,7 +298,9 @@ class GraphExecutor {
                "' is never computed");
       fetch.push_back(s);
     }
-    return child.Run(feeds, fetch);
+    std::vector<RuntimeValue> out;
+    child.Run(feed_slots, inputs, fetch, out);
+    return out;
   }
 
   size_t SlotOf(const std::string& name) const {
@@ -356,6 +376,7 @@ class GraphExecutor {
       step.node = &node;
       step.opset = NodeOpset(node, model_);
       step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
+      node.Describe();  // fills the cache here, so kernels' messages build no string during runs
       ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
                node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
       for (const auto& in : node.inputs) {
@@ -518,7 +539,8 @@ class GraphExecutor {
 };
 
 std::vector<RuntimeValue> StepContext::RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
-  ET_CHECK(executor_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(), ": subgraphs cannot run in this context");
+  ET_CHECK(executor_ != nullptr, ErrorCode::kNotImplemented, node_->Describe(),
+           ": subgraphs cannot run in this context");
   return executor_->RunSubgraph(graph, inputs);
 }
 
@@ -606,64 +628,91 @@ size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
 
 void Session::SetSeed(uint64_t seed) { rng_.seed(seed); }
 
-std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, RuntimeValue>& feeds,
-                                             const std::vector<std::string>& fetches) {
-  std::vector<std::pair<size_t, RuntimeValue>> slot_feeds;
-  slot_feeds.reserve(feeds.size());
-  std::map<std::string, int64_t> symbols;
+Session::PreparedRun Session::Prepare(const std::vector<std::string>& feed_names,
+                                      const std::vector<std::string>& fetch_names) const {
+  PreparedRun run;
+  run.feed_names = feed_names;
+  run.fetch_names = fetch_names.empty() ? output_names_ : fetch_names;
   size_t required_fed = 0;
-  for (const auto& [name, value] : feeds) {
+  for (const std::string& name : feed_names) {
     auto found = input_slots_.find(name);
     if (found == input_slots_.end())
-      Fail(ErrorCode::kInvalidArgument, model_.source, ": '", name, "' is not an input of the model (inputs: ",
-           JoinNames(input_names_), ")");
-    const ValueInfo* declared = found->second.info;
+      Fail(ErrorCode::kInvalidArgument, model_.source, ": '", name,
+           "' is not an input of the model (inputs: ", JoinNames(input_names_), ")");
+    ET_CHECK(std::find(run.feed_slots.begin(), run.feed_slots.end(), found->second.slot) == run.feed_slots.end(),
+             ErrorCode::kInvalidArgument, model_.source, ": input '", name, "' is fed twice");
     required_fed += found->second.required;
-    // The messages name the input as "<model>: input '<name>'" (built only when a check fails).
-    const std::string& source = model_.source;
-    if (declared->is_sequence || value.is_sequence) {
-      ET_CHECK(declared->is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, source, ": input '", name,
-               "' expects ", TypeToString(*declared));
-    } else {
-      const Tensor& t = value.tensor;
-      ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, source, ": input '", name, "' was fed an empty tensor");
-      if (declared->dtype != DataType::kUndefined)
-        ET_CHECK(t.dtype() == declared->dtype, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
-                 TypeToString(*declared), " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
-      if (declared->has_shape) {
-        ET_CHECK(t.rank() == declared->shape.size(), ErrorCode::kInvalidArgument, source, ": input '", name,
-                 "' expects rank ", declared->shape.size(), " (", TypeToString(*declared), ") but was fed shape ",
-                 ShapeToString(t.shape()));
-        for (size_t d = 0; d < t.rank(); ++d) {
-          const Dim& dim = declared->shape[d];
-          if (dim.known()) {
-            ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
-                     TypeToString(*declared), " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
-          } else if (!dim.symbol.empty()) {
-            auto [it, inserted] = symbols.emplace(dim.symbol, t.dim(d));
-            ET_CHECK(inserted || it->second == t.dim(d), ErrorCode::kInvalidArgument, source, ": input '", name,
-                     "': dimension ", d, " ('", dim.symbol, "') is ", t.dim(d), " but another input has '",
-                     dim.symbol, "' = ", it->second);
-          }
-        }
-      }
-    }
-    slot_feeds.emplace_back(found->second.slot, value);
+    run.feed_infos.push_back(found->second.info);
+    run.feed_slots.push_back(found->second.slot);
   }
   if (required_fed < inputs_.size())
     for (const auto* in : inputs_)
-      ET_CHECK(feeds.count(in->name), ErrorCode::kInvalidArgument, model_.source, ": missing input '", in->name, "' (",
-               TypeToString(*in), ")");
-
-  std::vector<size_t> fetch_slots;
-  fetch_slots.reserve(fetches.empty() ? output_names_.size() : fetches.size());
-  for (const auto& name : fetches.empty() ? output_names_ : fetches) {
+      ET_CHECK(std::count(feed_names.begin(), feed_names.end(), in->name), ErrorCode::kInvalidArgument, model_.source,
+               ": missing input '", in->name, "' (", TypeToString(*in), ")");
+  for (const std::string& name : run.fetch_names) {
     auto it = output_slots_.find(name);
     ET_CHECK(it != output_slots_.end(), ErrorCode::kInvalidArgument, model_.source, ": '", name,
              "' is not an output of the model");
-    fetch_slots.push_back(it->second);
+    run.fetch_slots.push_back(it->second);
   }
-  return executor_->Run(slot_feeds, fetch_slots);
+  return run;
+}
+
+// Checks one fed value against its declaration. The messages name the input as "<model>: input
+// '<name>'" and are built only when a check fails.
+void Session::CheckFeed(const std::string& name, const ValueInfo& declared, const RuntimeValue& value) {
+  const std::string& source = model_.source;
+  if (declared.is_sequence || value.is_sequence) {
+    ET_CHECK(declared.is_sequence == value.is_sequence, ErrorCode::kInvalidArgument, source, ": input '", name,
+             "' expects ", TypeToString(declared));
+    return;
+  }
+  const Tensor& t = value.tensor;
+  ET_CHECK(t.defined(), ErrorCode::kInvalidArgument, source, ": input '", name, "' was fed an empty tensor");
+  if (declared.dtype != DataType::kUndefined)
+    ET_CHECK(t.dtype() == declared.dtype, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
+             TypeToString(declared), " but was fed ", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()));
+  if (!declared.has_shape) return;
+  ET_CHECK(t.rank() == declared.shape.size(), ErrorCode::kInvalidArgument, source, ": input '", name, "' expects rank ",
+           declared.shape.size(), " (", TypeToString(declared), ") but was fed shape ", ShapeToString(t.shape()));
+  for (size_t d = 0; d < t.rank(); ++d) {
+    const Dim& dim = declared.shape[d];
+    if (dim.known()) {
+      ET_CHECK(t.dim(d) == dim.value, ErrorCode::kInvalidArgument, source, ": input '", name, "' expects ",
+               TypeToString(declared), " but was fed shape ", ShapeToString(t.shape()), " (dimension ", d, ")");
+    } else if (!dim.symbol.empty()) {
+      auto same = [&](const auto& entry) { return *entry.first == dim.symbol; };
+      auto it = std::find_if(symbol_values_.begin(), symbol_values_.end(), same);
+      if (it == symbol_values_.end()) {
+        symbol_values_.emplace_back(&dim.symbol, t.dim(d));
+        continue;
+      }
+      ET_CHECK(it->second == t.dim(d), ErrorCode::kInvalidArgument, source, ": input '", name, "': dimension ", d,
+               " ('", dim.symbol, "') is ", t.dim(d), " but another input has '", dim.symbol, "' = ", it->second);
+    }
+  }
+}
+
+void Session::RunPrepared(const PreparedRun& run, const std::vector<RuntimeValue>& feeds,
+                          std::vector<RuntimeValue>& outputs) {
+  ET_CHECK(feeds.size() == run.feed_names.size(), ErrorCode::kInvalidArgument, model_.source, ": ", feeds.size(),
+           " values fed for ", run.feed_names.size(), " prepared inputs (", JoinNames(run.feed_names), ")");
+  symbol_values_.clear();
+  for (size_t i = 0; i < feeds.size(); ++i) CheckFeed(run.feed_names[i], *run.feed_infos[i], feeds[i]);
+  executor_->Run(run.feed_slots, feeds, run.fetch_slots, outputs);
+}
+
+std::vector<RuntimeValue> Session::RunValues(const std::map<std::string, RuntimeValue>& feeds,
+                                             const std::vector<std::string>& fetches) {
+  std::vector<std::string> names;
+  std::vector<RuntimeValue> values;
+  for (const auto& [name, value] : feeds) {
+    names.push_back(name);
+    values.push_back(value);
+  }
+  std::vector<RuntimeValue> outputs;
+  RunPrepared(Prepare(names, fetches), values, outputs);
+  return outputs;
 }
 
 std::vector<Tensor> Session::Run(const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches) {

@@ -33,6 +33,19 @@ class Session {
   ~Session();
   Session(Session&&) noexcept;
 
+  // A run whose feeds and fetches are named once: RunPrepared takes the feeds by position, looks
+  // nothing up by name and, once the session is warm, allocates no tensor memory of its own.
+  struct PreparedRun {
+    std::vector<std::string> feed_names, fetch_names;
+    std::vector<const ValueInfo*> feed_infos;
+    std::vector<size_t> feed_slots, fetch_slots;
+  };
+  // Checks that `feed_names` are inputs (every required one included) and `fetch_names` (default:
+  // every graph output) are outputs.
+  PreparedRun Prepare(const std::vector<std::string>& feed_names, const std::vector<std::string>& fetch_names = {}) const;
+  // feeds[i] for run.feed_names[i]; `outputs` receives run.fetch_names' values in order.
+  void RunPrepared(const PreparedRun& run, const std::vector<RuntimeValue>& feeds, std::vector<RuntimeValue>& outputs);
+
   // Feeds by graph input name; returns `fetches` (default: every graph output) in order.
   std::vector<RuntimeValue> RunValues(const std::map<std::string, RuntimeValue>& feeds,
                                       const std::vector<std::string>& fetches = {});
@@ -71,6 +84,8 @@ class Session {
   std::vector<std::string> input_names_, output_names_;
   std::unordered_map<std::string, InputSlot> input_slots_;
   std::unordered_map<std::string, size_t> output_slots_;
+  std::vector<std::pair<const std::string*, int64_t>> symbol_values_;  // a run's symbolic dims, reused
+  void CheckFeed(const std::string& name, const ValueInfo& declared, const RuntimeValue& value);
 };
 
 // Import options for models edgetrain will run: ONNX function ops without a kernel are inlined.

@@ -60,15 +60,15 @@ Shape StaticShape(const ValueInfo& info) {
 }
 
 void CopyInto(Tensor& target, const Tensor& source, const std::string& name) {
-  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'",
-           name, "': the model produced ", DataTypeName(source.dtype()), " ", ShapeToString(source.shape()),
+  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'", name,
+           "': the model produced ", DataTypeName(source.dtype()), " ", ShapeToString(source.shape()),
            " for a tensor that is ", DataTypeName(target.dtype()), " ", ShapeToString(target.shape()));
   std::memcpy(target.raw(), source.raw(), source.nbytes());
 }
 
 void AddInto(Tensor& target, const Tensor& source, const std::string& name) {
-  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'",
-           name, "': gradient of shape ", ShapeToString(source.shape()), " does not fit its buffer ",
+  ET_CHECK(target.dtype() == source.dtype() && target.numel() == source.numel(), ErrorCode::kInvalidModel, "'", name,
+           "': gradient of shape ", ShapeToString(source.shape()), " does not fit its buffer ",
            ShapeToString(target.shape()));
   VisitFloat(target.dtype(), "gradient accumulation", [&]<typename T>(TypeTag<T>) {
     T* out = target.data<T>();
@@ -90,6 +90,16 @@ const ValueInfo& InputInfo(const Session& session, const std::string& name) {
   Fail(ErrorCode::kInvalidModel, "model '", session.model().source, "' has no input '", name, "'");
 }
 
+// Puts a result into the caller's output slot. A result computed into the tensor already there
+// (output binding) borrows its memory, so the caller's owning tensor stays, reshaped if need be.
+void KeepResult(Tensor& slot, const Tensor& result) {
+  if (!result.SameData(slot)) {
+    slot = result;
+  } else if (slot.shape() != result.shape()) {
+    slot = slot.Reshaped(result.shape());
+  }
+}
+
 void CheckInputCount(const char* step, const std::vector<std::string>& expected, const std::vector<Tensor>& inputs) {
   ET_CHECK(inputs.size() == expected.size(), ErrorCode::kInvalidArgument, step, ": expected ", expected.size(),
            " inputs (", JoinNames(expected), "), got ", inputs.size());
@@ -97,14 +107,39 @@ void CheckInputCount(const char* step, const std::vector<std::string>& expected,
 
 }  // namespace
 
+// One model's run with its feeds and results kept between steps: a step refreshes the feeds in
+// place and allocates nothing once warm.
+struct Runner {
+  Session::PreparedRun run;
+  std::vector<RuntimeValue> feeds;                     // in run.feed_names order
+  std::vector<std::pair<size_t, const Tensor*>> live;  // feeds[i] = *tensor before each run
+  std::vector<size_t> caller_inputs;                   // feeds position of the caller's input j
+  std::vector<RuntimeValue> results;                   // in run.fetch_names order
+
+  void Run(Session& session, const std::vector<Tensor>& inputs) {
+    for (const auto& [i, tensor] : live) feeds[i].tensor = *tensor;
+    for (size_t j = 0; j < caller_inputs.size(); ++j) feeds[caller_inputs[j]].tensor = inputs[j];
+    session.RunPrepared(run, feeds, results);
+  }
+};
+
+// What TrainStep does with each training-model output.
+enum class OutputRole {
+  kCaller,       // returned
+  kStateUpdate,  // copied over a parameter (BatchNorm running statistics)
+  kAccumulated,  // ORT's accumulated gradient, written into its buffer
+  kFlag,         // ORT's "accumulated" flag, dropped
+  kGradient,     // <param>_grad, written into or added to its buffer
+};
+
 struct TrainingSession::Impl {
   CheckpointState state;
   TrainingSessionOptions options;
   Model eval_model;  // as loaded, for InferenceModel
   std::optional<Session> training, eval, optimizer;
 
-  std::vector<std::string> parameters;  // training-model inputs that come from the state, in order
-  std::vector<std::string> trainable;   // the trainable ones, in the same order
+  std::vector<std::string> parameters;   // training-model inputs that come from the state, in order
+  std::vector<std::string> trainable;    // the trainable ones, in the same order
   std::map<std::string, Tensor> values;  // the live parameter tensors (the checkpoint's own)
   std::map<std::string, Tensor> gradients;
   std::map<std::string, std::string> state_updates;  // training output -> parameter it overwrites
@@ -118,12 +153,21 @@ struct TrainingSession::Impl {
   std::map<std::string, std::string> accumulated_outputs;   // output -> parameter whose buffer it refills
   std::set<std::string> accumulator_flags;                  // outputs that only report "updated"
   std::optional<OrtOptimizerLayout> ort_optimizer;
+  struct TrainOutput {
+    OutputRole role;
+    Tensor* target;  // the parameter or gradient buffer it updates (null for kCaller, kFlag)
+  };
+  std::vector<TrainOutput> train_output_roles;  // per training-model output, in its order
+
+  Runner train_runner, eval_runner, optimizer_runner;
+  Tensor reset_flag, learning_rate_feed, step_feed;  // scalar feeds, rewritten in place each step
+  bool updated_flag_bound = false, flags_bound = false;
 
   struct OptimizerInput {
     std::string name;
     Tensor* value = nullptr;  // a parameter, gradient or optimizer state tensor
   };
-  std::vector<OptimizerInput> optimizer_inputs;               // after learning_rate and step
+  std::vector<OptimizerInput> optimizer_inputs;                    // after learning_rate and step
   std::vector<std::pair<std::string, Tensor*>> optimizer_updates;  // output -> the tensor it overwrites
   float learning_rate = kDefaultLearningRate;
   std::optional<LRScheduler> scheduler;
@@ -144,14 +188,16 @@ struct TrainingSession::Impl {
   // Bound while gradients are replaced; unbound while they accumulate (then added after the run).
   void BindGradientOutputs(bool bind) {
     if (bind == gradients_bound) return;
-    for (const auto& [output, param] : gradient_outputs) training->BindOutput(output, bind ? gradients[param] : Tensor());
+    for (const auto& [output, param] : gradient_outputs)
+      training->BindOutput(output, bind ? gradients[param] : Tensor());
     gradients_bound = bind;
   }
-  std::map<std::string, Tensor> Feeds(const std::vector<std::string>& user_inputs, const std::vector<Tensor>& inputs,
-                                      const Session& session) const;
-  std::vector<std::string> FlatParameters(bool trainable_only) const {
-    return trainable_only ? trainable : parameters;
-  }
+  Runner PrepareRunner(const Session& session, const std::vector<std::string>& caller_inputs,
+                       const std::vector<std::string>& fetches);
+  void PrepareOptimizerRunner();
+  // Results of the caller's outputs go into `outputs`' tensors where they fit (output binding).
+  void BindCallerOutputs(Session& session, const std::vector<std::string>& names, const std::vector<Tensor>& outputs);
+  std::vector<std::string> FlatParameters(bool trainable_only) const { return trainable_only ? trainable : parameters; }
 };
 
 void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
@@ -164,9 +210,8 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
     const std::string& name = input->name;
     if (name == kOrtLazyResetGradInput) continue;
     if (auto it = accumulators.accumulated_output.find(name); it != accumulators.accumulated_output.end()) {
-      ET_CHECK(name.ends_with(kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '",
-               model.source, "': accumulation buffer '", name, "' is not named <parameter>",
-               kOrtAccumulationBufferSuffix);
+      ET_CHECK(name.ends_with(kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '", model.source,
+               "': accumulation buffer '", name, "' is not named <parameter>", kOrtAccumulationBufferSuffix);
       const std::string param = Strip(name, kOrtAccumulationBufferSuffix);
       accumulation_buffers[name] = param;
       accumulated_outputs[it->second] = param;
@@ -183,17 +228,17 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
     }
     parameters.push_back(name);
     if (state.is_nominal()) {
-      DataType dtype = state.IsTrainable(name) ? checkpoint().nominal_trainable.at(name)
-                                               : checkpoint().nominal_frozen.at(name);
+      DataType dtype =
+          state.IsTrainable(name) ? checkpoint().nominal_trainable.at(name) : checkpoint().nominal_frozen.at(name);
       values[name] = Tensor::Zeros(dtype, StaticShape(*input));
     } else {
       values[name] = state.IsTrainable(name) ? checkpoint().trainable.at(name) : checkpoint().frozen.at(name);
     }
     CheckParameterFits(values[name], *input, "training");
     if (state.IsTrainable(name)) {
-      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('",
-               name, kGradSuffix, "' output or '", name, kOrtAccumulationBufferSuffix,
-               "' input) in the training model '", model.source, "'");
+      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('", name,
+               kGradSuffix, "' output or '", name, kOrtAccumulationBufferSuffix, "' input) in the training model '",
+               model.source, "'");
       trainable.push_back(name);
       gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
     }
@@ -210,13 +255,52 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
     ET_CHECK(gradients.count(param), ErrorCode::kInvalidArgument, "training model '", model.source,
              "' accumulates the gradient of '", param, "', which is not a trainable parameter of the checkpoint");
   accumulator_flags.insert(accumulators.flag_outputs.begin(), accumulators.flag_outputs.end());
-  for (const ValueInfo& out : model.graph.outputs) {
-    const std::string& name = out.name;
-    bool gradient = name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix));
-    if (gradient) gradient_outputs[name] = Strip(name, kGradSuffix);
-    bool internal = state_updates.count(name) || accumulated_outputs.count(name) || accumulator_flags.count(name) || gradient;
-    if (!internal) train_outputs.push_back(name);
+  for (const std::string& name : training->OutputNames()) {
+    if (auto it = state_updates.find(name); it != state_updates.end()) {
+      train_output_roles.push_back({OutputRole::kStateUpdate, &values[it->second]});
+    } else if (auto acc = accumulated_outputs.find(name); acc != accumulated_outputs.end()) {
+      train_output_roles.push_back({OutputRole::kAccumulated, &gradients[acc->second]});
+      training->BindOutput(name, gradients[acc->second]);  // the graph adds or overwrites in place
+    } else if (accumulator_flags.count(name)) {
+      train_output_roles.push_back({OutputRole::kFlag, nullptr});
+    } else if (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
+      gradient_outputs[name] = Strip(name, kGradSuffix);
+      train_output_roles.push_back({OutputRole::kGradient, &gradients[Strip(name, kGradSuffix)]});
+    } else {
+      train_output_roles.push_back({OutputRole::kCaller, nullptr});
+      train_outputs.push_back(name);
+    }
   }
+}
+
+Runner TrainingSession::Impl::PrepareRunner(const Session& session, const std::vector<std::string>& caller_inputs,
+                                            const std::vector<std::string>& fetches) {
+  Runner r;
+  r.run = session.Prepare(session.InputNames(), fetches);
+  r.feeds.resize(r.run.feed_names.size());
+  r.caller_inputs.resize(caller_inputs.size());
+  for (size_t i = 0; i < r.run.feed_names.size(); ++i) {
+    const std::string& name = r.run.feed_names[i];
+    if (auto it = std::find(caller_inputs.begin(), caller_inputs.end(), name); it != caller_inputs.end()) {
+      r.caller_inputs[static_cast<size_t>(it - caller_inputs.begin())] = i;
+    } else if (auto value = values.find(name); value != values.end()) {
+      r.live.emplace_back(i, &value->second);
+    } else if (auto buffer = accumulation_buffers.find(name); buffer != accumulation_buffers.end()) {
+      r.live.emplace_back(i, &gradients.at(buffer->second));
+    } else if (name == kOrtLazyResetGradInput) {
+      reset_flag = ScalarFeed<bool>(true, InputInfo(session, name));
+      r.live.emplace_back(i, &reset_flag);
+    } else {
+      Fail(ErrorCode::kInvalidModel, "model '", session.model().source, "': input '", name,
+           "' is neither a caller's input nor a checkpoint parameter");
+    }
+  }
+  return r;
+}
+
+void TrainingSession::Impl::BindCallerOutputs(Session& session, const std::vector<std::string>& names,
+                                              const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < names.size(); ++i) session.BindOutput(names[i], i < outputs.size() ? outputs[i] : Tensor());
 }
 
 void TrainingSession::Impl::BindEvalModel() {
@@ -275,8 +359,8 @@ void TrainingSession::Impl::BindOptimizerModel() {
     }
   }
   for (const std::string& p : trainable) {
-    ET_CHECK(targets.count(p) && targets.count(p + kGradSuffix), ErrorCode::kInvalidArgument,
-             "the optimizer model '", source, "' does not update trainable parameter '", p, "'");
+    ET_CHECK(targets.count(p) && targets.count(p + kGradSuffix), ErrorCode::kInvalidArgument, "the optimizer model '",
+             source, "' does not update trainable parameter '", p, "'");
     std::vector<Tensor>& moments = Moments(p, state_names[p].size());
     for (size_t k = 0; k < moments.size(); ++k) targets[state_names[p][k]] = &moments[k];
   }
@@ -301,66 +385,93 @@ void TrainingSession::Impl::BindOrtOptimizerModel() {
   InitLearningRate(resume);
 }
 
+void TrainingSession::Impl::PrepareOptimizerRunner() {
+  Runner& r = optimizer_runner;
+  std::vector<std::string> feeds, fetches;
+  if (ort_optimizer) {
+    const OrtOptimizerLayout& layout = *ort_optimizer;
+    feeds = {layout.learning_rate};
+    if (!layout.step.empty()) feeds.push_back(layout.step);
+    feeds.push_back(layout.params);
+    feeds.push_back(layout.gradients);
+    feeds.insert(feeds.end(), layout.states.begin(), layout.states.end());
+    fetches = {layout.updated_flag, layout.updated_params};
+    fetches.insert(fetches.end(), layout.updated_states.begin(), layout.updated_states.end());
+  } else {
+    feeds = optimizer->InputNames();
+    for (const auto& update : optimizer_updates) fetches.push_back(update.first);
+  }
+  r.run = optimizer->Prepare(feeds, fetches);
+  r.feeds.resize(feeds.size());
+  learning_rate_feed = ScalarFeed<float>(0, InputInfo(*optimizer, feeds[0]));
+  r.live.emplace_back(0, &learning_rate_feed);
+  if (ort_optimizer && ort_optimizer->step.empty()) {
+    for (size_t i = 1; i < feeds.size(); ++i) r.feeds[i].is_sequence = true;
+    return;
+  }
+  step_feed = ScalarFeed<int64_t>(0, InputInfo(*optimizer, feeds[1]));
+  r.live.emplace_back(1, &step_feed);
+  for (size_t i = 2; i < feeds.size(); ++i) {
+    if (ort_optimizer) {
+      r.feeds[i].is_sequence = true;
+    } else {
+      r.live.emplace_back(i, optimizer_inputs[i - 2].value);
+    }
+  }
+}
+
+namespace {
+
+// The first value of a flag or count tensor (bool or integer) as true/false.
+bool FirstValueSet(const Tensor& t, const std::string& name) {
+  ET_CHECK(t.numel() >= 1, ErrorCode::kInvalidModel, "optimizer output '", name, "' is empty");
+  return t.Int64At(0) != 0;
+}
+
+}  // namespace
+
 // One update through ORT's optimizer model: sequences in trainable-parameter order; the step count
 // advances only when the model reports that the update ran.
 void TrainingSession::Impl::RunOrtOptimizer() {
   const OrtOptimizerLayout& layout = *ort_optimizer;
   OptimizerState& opt = *checkpoint().optimizer;
-  std::map<std::string, RuntimeValue> feeds;
-  feeds[layout.learning_rate] = RuntimeValue::Of(ScalarFeed<float>(learning_rate, InputInfo(*optimizer, layout.learning_rate)));
-  if (!layout.step.empty())  // ORT passes the number of the update about to run (bias correction counts from 1)
-    feeds[layout.step] = RuntimeValue::Of(ScalarFeed<int64_t>(opt.step + 1, InputInfo(*optimizer, layout.step)));
-  auto sequence = [&](auto&& tensor_of) {
-    RuntimeValue v;
-    v.is_sequence = true;
-    for (const std::string& p : trainable) v.sequence.push_back(tensor_of(p));
-    return v;
+  Runner& r = optimizer_runner;
+  learning_rate_feed.data<float>()[0] = learning_rate;
+  // ORT passes the number of the update about to run (bias correction counts from 1).
+  if (!layout.step.empty()) step_feed.data<int64_t>()[0] = opt.step + 1;
+  size_t next = layout.step.empty() ? 1 : 2;
+  auto fill = [&](auto&& tensor_of) {
+    TensorSequence& sequence = r.feeds[next++].sequence;
+    sequence.resize(trainable.size());
+    for (size_t i = 0; i < trainable.size(); ++i) sequence[i] = tensor_of(trainable[i]);
   };
-  feeds[layout.params] = sequence([&](const std::string& p) { return values[p]; });
-  feeds[layout.gradients] = sequence([&](const std::string& p) { return gradients[p]; });
+  fill([&](const std::string& p) -> const Tensor& { return values.find(p)->second; });
+  fill([&](const std::string& p) -> const Tensor& { return gradients.find(p)->second; });
   for (size_t k = 0; k < layout.states.size(); ++k)
-    feeds[layout.states[k]] = sequence([&](const std::string& p) { return opt.momentums[p][k]; });
-
-  std::vector<std::string> fetches = {layout.updated_flag, layout.updated_params};
-  fetches.insert(fetches.end(), layout.updated_states.begin(), layout.updated_states.end());
-  std::vector<RuntimeValue> results = optimizer->RunValues(feeds, fetches);
-  if (!results[0].tensor.ToInt64Vector().at(0)) return;
+    fill([&](const std::string& p) -> const Tensor& { return opt.momentums.find(p)->second[k]; });
+  r.Run(*optimizer, {});
+  const std::vector<RuntimeValue>& results = r.results;
+  if (!updated_flag_bound) {  // later updates write the flag where the first one did
+    optimizer->BindOutput(layout.updated_flag, results[0].tensor);
+    updated_flag_bound = true;
+  }
+  if (!FirstValueSet(results[0].tensor, layout.updated_flag)) return;
+  // Validate every result before copying any (the kernels that update in place check their inputs
+  // before writing), so that a malformed model leaves the state as it was.
+  for (size_t k = 1; k < results.size(); ++k)
+    ET_CHECK(results[k].is_sequence && results[k].sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
+             "optimizer model '", optimizer->model().source, "': output '", r.run.fetch_names[k], "' holds ",
+             results[k].sequence.size(), " tensors for ", trainable.size(), " parameters");
   auto copy_back = [&](const RuntimeValue& updated, auto&& tensor_of) {
-    ET_CHECK(updated.is_sequence && updated.sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
-             "optimizer model '", optimizer->model().source, "' returned ", updated.sequence.size(),
-             " updated tensors for ", trainable.size(), " parameters");
     for (size_t i = 0; i < trainable.size(); ++i) {
       Tensor& target = tensor_of(trainable[i]);
       if (!updated.sequence[i].SameData(target)) CopyInto(target, updated.sequence[i], trainable[i]);
     }
   };
-  // Validate every result before copying any (the kernels that update in place check their inputs
-  // before writing), so that a malformed model leaves the state as it was.
-  for (size_t r = 1; r < results.size(); ++r)
-    ET_CHECK(results[r].is_sequence && results[r].sequence.size() == trainable.size(), ErrorCode::kInvalidModel,
-             "optimizer model '", optimizer->model().source, "': output '", fetches[r], "' holds ",
-             results[r].sequence.size(), " tensors for ", trainable.size(), " parameters");
-  copy_back(results[1], [&](const std::string& p) -> Tensor& { return values[p]; });
+  copy_back(results[1], [&](const std::string& p) -> Tensor& { return values.find(p)->second; });
   for (size_t k = 0; k < layout.states.size(); ++k)
-    copy_back(results[2 + k], [&](const std::string& p) -> Tensor& { return opt.momentums[p][k]; });
+    copy_back(results[2 + k], [&](const std::string& p) -> Tensor& { return opt.momentums.find(p)->second[k]; });
   ++opt.step;
-}
-
-std::map<std::string, Tensor> TrainingSession::Impl::Feeds(const std::vector<std::string>& user_inputs,
-                                                           const std::vector<Tensor>& inputs,
-                                                           const Session& session) const {
-  std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < user_inputs.size(); ++i) feeds[user_inputs[i]] = inputs[i];
-  for (const ValueInfo* input : session.Inputs()) {
-    if (auto it = values.find(input->name); it != values.end()) {
-      feeds[input->name] = it->second;
-    } else if (auto buffer = accumulation_buffers.find(input->name); buffer != accumulation_buffers.end()) {
-      feeds[input->name] = gradients.at(buffer->second);
-    } else if (input->name == kOrtLazyResetGradInput) {
-      feeds[input->name] = ScalarFeed<bool>(reset_gradients, *input);
-    }
-  }
-  return feeds;
 }
 
 TrainingSession::TrainingSession(CheckpointState state, const ModelSource& training_model,
@@ -390,50 +501,76 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
     } else {
       s.BindOptimizerModel();
     }
+    s.PrepareOptimizerRunner();
   }
+  s.train_runner = s.PrepareRunner(*s.training, s.train_inputs, {});
+  if (s.eval) s.eval_runner = s.PrepareRunner(*s.eval, s.eval_inputs, {});
 }
 
 TrainingSession::~TrainingSession() = default;
 TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
 
-std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs) {
+void TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
   Impl& s = *impl_;
   s.CheckMaterialized("TrainStep");
   CheckInputCount("TrainStep", s.train_inputs, inputs);
-  const std::vector<std::string>& fetches = s.training->OutputNames();
   s.BindGradientOutputs(s.reset_gradients);
-  std::vector<Tensor> results = s.training->Run(s.Feeds(s.train_inputs, inputs, *s.training), fetches);
+  s.BindCallerOutputs(*s.training, s.train_outputs, outputs);
+  if (s.reset_flag.defined()) s.reset_flag.data<bool>()[0] = s.reset_gradients;
+  s.train_runner.Run(*s.training, inputs);
 
-  std::vector<Tensor> outputs;
-  for (size_t i = 0; i < fetches.size(); ++i) {
-    const std::string& name = fetches[i];
-    if (auto it = s.state_updates.find(name); it != s.state_updates.end()) {
-      CopyInto(s.values[it->second], results[i], name);
-    } else if (auto acc = s.accumulated_outputs.find(name); acc != s.accumulated_outputs.end()) {
-      CopyInto(s.gradients[acc->second], results[i], name);  // the graph already added or overwrote
-    } else if (s.accumulator_flags.count(name)) {
-      continue;
-    } else if (name.ends_with(kGradSuffix) && s.gradients.count(Strip(name, kGradSuffix))) {
-      Tensor& buffer = s.gradients[Strip(name, kGradSuffix)];
-      if (s.reset_gradients) {
-        if (!results[i].SameData(buffer)) CopyInto(buffer, results[i], name);
-      } else {
-        AddInto(buffer, results[i], name);
-      }
-    } else {
-      outputs.push_back(results[i]);
+  const std::vector<RuntimeValue>& results = s.train_runner.results;
+  const std::vector<std::string>& names = s.train_runner.run.fetch_names;
+  outputs.resize(s.train_outputs.size());
+  size_t next_output = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Tensor& result = results[i].tensor;
+    Tensor* target = s.train_output_roles[i].target;
+    switch (s.train_output_roles[i].role) {
+      case OutputRole::kCaller: KeepResult(outputs[next_output++], result); break;
+      case OutputRole::kStateUpdate:
+      case OutputRole::kAccumulated:  // the graph already added or overwrote
+        if (!result.SameData(*target)) CopyInto(*target, result, names[i]);
+        break;
+      case OutputRole::kFlag: break;
+      case OutputRole::kGradient:
+        if (!s.reset_gradients) {
+          AddInto(*target, result, names[i]);
+        } else if (!result.SameData(*target)) {
+          CopyInto(*target, result, names[i]);
+        }
+        break;
     }
   }
+  if (!s.flags_bound) {  // later steps write the flags where this one did
+    for (size_t i = 0; i < results.size(); ++i)
+      if (s.train_output_roles[i].role == OutputRole::kFlag) s.training->BindOutput(names[i], results[i].tensor);
+    s.flags_bound = true;
+  }
   s.reset_gradients = false;
+}
+
+std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outputs;
+  TrainStep(inputs, outputs);
   return outputs;
 }
 
-std::vector<Tensor> TrainingSession::EvalStep(const std::vector<Tensor>& inputs) {
+void TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
   Impl& s = *impl_;
   ET_CHECK(s.eval.has_value(), ErrorCode::kInvalidArgument, "EvalStep: this session has no eval model");
   s.CheckMaterialized("EvalStep");
   CheckInputCount("EvalStep", s.eval_inputs, inputs);
-  return s.eval->Run(s.Feeds(s.eval_inputs, inputs, *s.eval));
+  s.BindCallerOutputs(*s.eval, s.eval_outputs, outputs);
+  s.eval_runner.Run(*s.eval, inputs);
+  outputs.resize(s.eval_runner.results.size());
+  for (size_t i = 0; i < outputs.size(); ++i) KeepResult(outputs[i], s.eval_runner.results[i].tensor);
+}
+
+std::vector<Tensor> TrainingSession::EvalStep(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> outputs;
+  EvalStep(inputs, outputs);
+  return outputs;
 }
 
 void TrainingSession::LazyResetGrad() { impl_->reset_gradients = true; }
@@ -444,16 +581,13 @@ void TrainingSession::OptimizerStep() {
   s.CheckMaterialized("OptimizerStep");
   if (s.ort_optimizer) return s.RunOrtOptimizer();
   OptimizerState& opt = *s.checkpoint().optimizer;
-  std::map<std::string, Tensor> feeds;
-  feeds["learning_rate"] = ScalarFeed<float>(s.learning_rate, InputInfo(*s.optimizer, "learning_rate"));
-  feeds["step"] = ScalarFeed<int64_t>(opt.step, InputInfo(*s.optimizer, "step"));
-  for (const auto& input : s.optimizer_inputs) feeds[input.name] = *input.value;
-  std::vector<std::string> fetches;
-  for (const auto& update : s.optimizer_updates) fetches.push_back(update.first);
-  std::vector<Tensor> results = s.optimizer->Run(feeds, fetches);
+  s.learning_rate_feed.data<float>()[0] = s.learning_rate;
+  s.step_feed.data<int64_t>()[0] = opt.step;
+  s.optimizer_runner.Run(*s.optimizer, {});
+  const std::vector<RuntimeValue>& results = s.optimizer_runner.results;
   for (size_t i = 0; i < results.size(); ++i) {
     Tensor& target = *s.optimizer_updates[i].second;
-    if (!results[i].SameData(target)) CopyInto(target, results[i], fetches[i]);
+    if (!results[i].tensor.SameData(target)) CopyInto(target, results[i].tensor, s.optimizer_updates[i].first);
   }
   ++opt.step;
 }
@@ -464,7 +598,8 @@ void TrainingSession::SetLearningRate(float learning_rate) {
   ET_CHECK(learning_rate >= 0, ErrorCode::kInvalidArgument, "SetLearningRate: the learning rate must be >= 0, got ",
            learning_rate);
   impl_->learning_rate = learning_rate;
-  if (!impl_->scheduler && impl_->checkpoint().optimizer) impl_->checkpoint().optimizer->initial_learning_rate = learning_rate;
+  if (!impl_->scheduler && impl_->checkpoint().optimizer)
+    impl_->checkpoint().optimizer->initial_learning_rate = learning_rate;
 }
 
 void TrainingSession::RegisterLRScheduler(const LRScheduler& scheduler) {
@@ -481,7 +616,8 @@ void TrainingSession::RegisterLinearLRScheduler(int64_t warmup_steps, int64_t to
 
 void TrainingSession::SchedulerStep() {
   Impl& s = *impl_;
-  ET_CHECK(s.scheduler.has_value(), ErrorCode::kInvalidArgument, "SchedulerStep: no learning-rate scheduler registered");
+  ET_CHECK(s.scheduler.has_value(), ErrorCode::kInvalidArgument,
+           "SchedulerStep: no learning-rate scheduler registered");
   s.learning_rate = s.scheduler->LearningRate(optimizer_step());
 }
 

@@ -48,6 +48,10 @@ class TrainingSession {
   // Gradients add up across steps until LazyResetGrad.
   std::vector<Tensor> TrainStep(const std::vector<Tensor>& inputs);
   std::vector<Tensor> EvalStep(const std::vector<Tensor>& inputs);
+  // The same, writing the results into `outputs`: an output whose tensor is already there with the
+  // right type and size is computed straight into that memory, so a warm step allocates no tensors.
+  void TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+  void EvalStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
   // The next TrainStep overwrites the gradient buffers instead of adding to them.
   void LazyResetGrad();
   // Updates the parameters from the accumulated gradients and advances the step count.
