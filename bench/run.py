@@ -2,9 +2,9 @@
 """Issue 6's performance benchmark: edgetrain against PyTorch, ONNX Runtime's training runtime and
 ONNX Runtime's native inference, each row checked against the issue's target. Uses what the build
 made (build/bench/train_step_bench, build/edgetrain, build/libedgetrain.a; build nothing here) and the
-peers that scripts/setup.sh installs. Writes bench/results.md and prints it.
+peers that scripts/setup.sh installs. Writes bench/results.md and prints it (--only: prints it).
 
-    /usr/bin/python3 bench/run.py [--build DIR] [--quick] [--keep]
+    /usr/bin/python3 bench/run.py [--build DIR] [--quick] [--keep] [--only SECTION]
 
 About 5-10 minutes on 2 cores. Peak RSS is each child process's getrusage maximum."""
 import argparse
@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,9 @@ ORT_SETS_DIR = os.path.join(SHARED, "ort-artifacts")
 ORT_SETS = ["training_api", "lenet_cnn", "eeg_cnn", "ort_format", "mnist_webdemo_v1"]
 PEERS_DIR = os.environ.get("EDGETRAIN_PEERS_DIR", os.path.expanduser("~/.cache/edgetrain-peers"))
 PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one that sees python3-torch
+ORT_CHECKPOINT_VERSION = 2  # the only ODTC version onnxruntime-web 1.19 reads
+CHECKPOINT_NAMES = ["checkpoint", "checkpoint.ckpt"]  # as ort_step_bench.js looks them up
+SECTIONS = ["training", "ort", "inference", "sizes"]
 
 # name: (bundled forward model or None to export from torch_models.py, batch, one input sample's shape)
 MODELS = {
@@ -165,13 +169,36 @@ class Bench:
             inputs, batch = ort_reference_inputs(set_dir)
             if not inputs:
                 missing = Result(error=f"{set_dir} has no reference.json with inputs")
-                self.ort_train[set_name] = (None, missing, missing)
+                self.ort_train[set_name] = (None, missing, missing, None)
                 continue
             specs = [a for spec in inputs for a in ("--input", spec)]
             ours = self.edgetrain("train", set_dir, *specs, threads=1, budget_s=2.0)
-            theirs = self.node("ort_step_bench.js", set_dir, *specs, budget_s=2.0)
+            ort_dir, note = self.ort_readable_set(set_name, set_dir)
+            theirs = (self.node("ort_step_bench.js", ort_dir, *specs, budget_s=2.0) if ort_dir
+                      else Result(error=note))
             log(f"ORT set {set_name}: edgetrain {ms(ours)}; ORT {ms(theirs)}")
-            self.ort_train[set_name] = (batch, ours, theirs)
+            self.ort_train[set_name] = (batch, ours, theirs, note if ort_dir else None)
+
+    def ort_readable_set(self, set_name, set_dir):
+        """(directory ORT can load, note or None): the set itself, or when its checkpoint has a version ORT 1.19
+        refuses, a work directory of symlinks to the set's files plus the checkpoint re-saved by edgetrain
+        (None and the error when that fails)."""
+        checkpoint = next((n for n in CHECKPOINT_NAMES if os.path.exists(os.path.join(set_dir, n))), None)
+        version = checkpoint_version(os.path.join(set_dir, checkpoint)) if checkpoint else None
+        if version is None or version == ORT_CHECKPOINT_VERSION:
+            return set_dir, None
+        ort_dir = os.path.join(self.work, f"ort-{set_name}")
+        os.makedirs(ort_dir)
+        for entry in os.listdir(set_dir):
+            if not entry.startswith(checkpoint):  # the checkpoint and its external data file
+                os.symlink(os.path.join(set_dir, entry), os.path.join(ort_dir, entry))
+        resaved = self.edgetrain("resave-checkpoint", os.path.join(set_dir, checkpoint),
+                                 os.path.join(ort_dir, checkpoint))
+        if not resaved.ok:
+            return None, f"re-saving the version-{version} checkpoint as version 2 failed: {resaved.error}"
+        return ort_dir, (f"ORT 1.19 refuses version-{version} checkpoints; ORT ran on the same model files with "
+                         f"the checkpoint re-saved as version 2 by edgetrain (`train_step_bench "
+                         f"resave-checkpoint`), while edgetrain ran on the original version-{version} checkpoint.")
 
     def measure_inference(self):
         self.inference = {}
@@ -210,6 +237,22 @@ class Bench:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+def checkpoint_version(path):
+    """The `version` field of an ODTC checkpoint (FlatBuffers root table, field 0), or None if it is no ODTC file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[4:8] != b"ODTC":
+            return None
+        table = struct.unpack_from("<I", data, 0)[0]
+        vtable = table - struct.unpack_from("<i", data, table)[0]
+        vtable_bytes = struct.unpack_from("<H", data, vtable)[0]
+        version_offset = struct.unpack_from("<H", data, vtable + 4)[0] if vtable_bytes > 4 else 0
+        return struct.unpack_from("<i", data, table + version_offset)[0] if version_offset else 0
+    except (OSError, struct.error):
+        return None
+
+
 def ort_reference_inputs(set_dir):
     """--input specs from the set's reference run (ORT 1.19's, else an older ORT's), and the batch."""
     for file in sorted(f for f in os.listdir(set_dir) if f.startswith("reference") and f.endswith(".json")):
@@ -240,6 +283,10 @@ def verdict(value, limit):
     if value is None:
         return "—", "n/a"
     return f"{value:.2f}x", "yes" if value <= limit else "**no**"
+
+
+def losses_agree(a, b, rel_tol=1e-4):
+    return abs(a - b) <= rel_tol * max(abs(a), abs(b), 1.0)
 
 
 def ratio(a, b, key="median_ms"):
@@ -338,13 +385,20 @@ class Report:
                        "(1 thread) on the same files and the reference batch (`ref_inputs/`): median of "
                        "trainStep + optimizerStep + lazyResetGrad. The first step's loss shows that both "
                        "computed the same thing. Target: <= 0.2x ORT.", ""]
-        rows = []
-        for set_name, (batch, ours, theirs) in self.b.ort_train.items():
+        rows, notes = [], []
+        for set_name, (batch, ours, theirs, note) in self.b.ort_train.items():
             shown, met = self.check(f"ORT set {set_name} <= 0.2x ORT training", ratio(ours, theirs), 0.2)
             losses = " / ".join(f"{r['first_loss']:.6g}" if r.ok else "—" for r in (ours, theirs))
+            if ours.ok and theirs.ok and not losses_agree(ours["first_loss"], theirs["first_loss"]):
+                losses += " (**differ**)"
+            if note:
+                notes.append(note)
+                set_name += f" [{len(notes)}]"
             rows.append([set_name, batch or "—", ms(ours), ms(theirs), shown, "<= 0.2x", met, losses])
         self.table(["artifact set", "batch", "edgetrain", "ORT training (web 1.19.2)", "ratio", "target", "met",
                     "first loss (edgetrain / ORT)"], rows)
+        if notes:
+            self.lines += [f"[{i}] {note}" for i, note in enumerate(notes, 1)] + [""]
 
     def inference(self):
         self.lines += ["## 3. Inference of the exported models", "",
@@ -366,11 +420,10 @@ class Report:
                 for label, size, stripped, note in self.b.sizes]
         self.table(["artifact", "size", "stripped"], rows)
 
-    def render(self, header):
-        self.training()
-        self.ort_training()
-        self.inference()
-        self.sizes()
+    def render(self, header, sections):
+        for section in sections:
+            {"training": self.training, "ort": self.ort_training, "inference": self.inference,
+             "sizes": self.sizes}[section]()
         met = sum(1 for _, m in self.checks if m)
         failed = sum(1 for _, m in self.checks if m is False)
         unmeasured = sum(1 for _, m in self.checks if m is None)
@@ -415,8 +468,14 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (default build/)")
     p.add_argument("--quick", action="store_true", help="a few steps each: checks the harness, not the numbers")
     p.add_argument("--keep", action="store_true", help="keep the work directory of generated artifacts")
-    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results.md"), help="markdown report path")
+    p.add_argument("--only", choices=SECTIONS, action="append",
+                   help="measure only this section (repeatable); the report is then printed, not written, "
+                        "unless --out is given")
+    p.add_argument("--out", help="markdown report path (default bench/results.md for a full run)")
     args = p.parse_args()
+    sections = [s for s in SECTIONS if s in (args.only or SECTIONS)]
+    if args.out is None and not args.only:
+        args.out = os.path.join(ROOT, "bench", "results.md")
     bench = Bench(args)
     missing = [path for path in (bench.bench_bin, TORCH_MODELS, os.path.join(PEERS_DIR, "node_modules"))
                if not os.path.exists(path)]
@@ -425,18 +484,20 @@ def main():
                  " (run scripts/setup.sh, which installs the peers and builds train_step_bench)")
     started, load_before = datetime.datetime.now(), os.getloadavg()[0]
     try:
-        bench.prepare_models()
-        bench.measure_training()
-        bench.measure_ort_training()
-        bench.measure_inference()
-        bench.measure_sizes()
-        report = Report(bench).render(environment_header(bench, started, load_before))
+        if "training" in sections or "inference" in sections:
+            bench.prepare_models()
+        measures = {"training": bench.measure_training, "ort": bench.measure_ort_training,
+                    "inference": bench.measure_inference, "sizes": bench.measure_sizes}
+        for section in sections:
+            measures[section]()
+        report = Report(bench).render(environment_header(bench, started, load_before), sections)
     finally:
         bench.cleanup()
-    with open(args.out, "w") as f:
-        f.write(report + "\n")
     print(report)
-    log(f"wrote {os.path.relpath(args.out, ROOT)} in {(datetime.datetime.now() - started).seconds} s")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report + "\n")
+        log(f"wrote {os.path.relpath(args.out, ROOT)} in {(datetime.datetime.now() - started).seconds} s")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 // Measurements behind bench/run.py (issue 6): artifact generation, session creation, full training
-// steps, inference latency and the oneDNN sgemm rate at the MLP's GEMM shapes. Each mode prints one
-// JSON object on stdout ({"error": ...} and exit status 1 on failure).
+// steps, inference latency and the oneDNN sgemm rate at the MLP's GEMM shapes; also re-saves a
+// checkpoint as version 2 for ORT 1.18+. Each mode prints one JSON object on stdout ({"error": ...} and
+// exit status 1 on failure).
 //   train_step_bench generate MODEL.onnx OUT_DIR [--batch B]
 //   train_step_bench train DIR [--threads T] [--batch B] [--input NAME=DTYPE:D0,D1:FILE]... [--create-repeats R]
 //   train_step_bench infer MODEL.onnx [--threads T] [--batch B]
 //   train_step_bench sgemm [--batch B]
+//   train_step_bench resave-checkpoint IN OUT
 // Timed modes also take --warmup W --min-steps N --max-steps M --budget-s S: after W warm-up calls,
 // as many timed calls as fit in S seconds, clamped to [N, M].
 #include <oneapi/dnnl/dnnl.h>
@@ -28,6 +30,7 @@
 #include "core/error.hpp"
 #include "onnx/importer.hpp"
 #include "runtime/session.hpp"
+#include "training/checkpoint_state.hpp"
 #include "training/training_session.hpp"
 
 using namespace edgetrain;
@@ -110,7 +113,8 @@ double ParseNumber(const std::string& option, const std::string& text) {
 
 Args ParseArgs(int argc, char** argv) {
   Args a;
-  ET_CHECK(argc >= 2, ErrorCode::kInvalidArgument, "usage: train_step_bench generate|train|infer|sgemm ...");
+  ET_CHECK(argc >= 2, ErrorCode::kInvalidArgument,
+           "usage: train_step_bench generate|train|infer|sgemm|resave-checkpoint ...");
   a.mode = argv[1];
   const std::map<std::string, int*> int_options = {
       {"--threads", &a.threads}, {"--batch", &a.batch},         {"--create-repeats", &a.create_repeats},
@@ -378,16 +382,36 @@ std::string Sgemm(const Args& a) {
   return json.str();
 }
 
+// Loads a checkpoint of any version edgetrain reads and writes it as version 2, optimizer state included
+// when it has one.
+std::string ResaveCheckpoint(const Args& a) {
+  const std::string& in = Positional(a, 0, "IN checkpoint");
+  const std::string& out = Positional(a, 1, "OUT checkpoint");
+  CheckpointState state = CheckpointState::Load(in);
+  CheckpointState::Save(state, out, state.has_optimizer_state());
+  JsonObject json;
+  json.Add("checkpoint", out)
+      .Add("version_read", state.checkpoint().version)
+      .Add("version_written", 2)
+      .Add("parameters", static_cast<double>(state.ParameterNames().size()))
+      .Raw("optimizer_state", state.has_optimizer_state() ? "true" : "false");
+  return json.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     Args a = ParseArgs(argc, argv);
     const std::map<std::string, std::function<std::string(const Args&)>> modes = {
-        {"generate", Generate}, {"train", Train}, {"infer", Infer}, {"sgemm", Sgemm}};
+        {"generate", Generate},
+        {"train", Train},
+        {"infer", Infer},
+        {"sgemm", Sgemm},
+        {"resave-checkpoint", ResaveCheckpoint}};
     auto mode = modes.find(a.mode);
     ET_CHECK(mode != modes.end(), ErrorCode::kInvalidArgument, "unknown mode '", a.mode,
-             "' (generate, train, infer, sgemm)");
+             "' (generate, train, infer, sgemm, resave-checkpoint)");
     std::cout << mode->second(a) << std::endl;
     return 0;
   } catch (const Error& e) {
