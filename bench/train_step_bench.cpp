@@ -315,8 +315,9 @@ std::string Train(const Args& a) {
   }
   std::vector<Tensor> inputs = Inputs(session->TrainingInputInfos(), a);
   std::vector<double> losses;
+  std::vector<Tensor> outputs;  // kept: later steps write the loss into the same tensor
   auto step = [&] {
-    std::vector<Tensor> outputs = session->TrainStep(inputs);
+    session->TrainStep(inputs, outputs);
     if (session->has_optimizer_model()) session->OptimizerStep();
     session->LazyResetGrad();
     losses.push_back(outputs.at(0).dtype() == DataType::kFloat32 ? outputs[0].data<float>()[0] : 0.0);
