@@ -55,7 +55,7 @@ memory::desc Dense(const memory::dims& dims) {
 }
 
 // [N, C, spatial...]
-memory::desc Activations(int64_t batch, int64_t channels, const std::vector<int64_t>& spatial) {
+memory::desc Activations(int64_t batch, int64_t channels, const Int64Vector& spatial) {
   memory::dims dims = {batch, channels};
   dims.insert(dims.end(), spatial.begin(), spatial.end());
   return Dense(dims);

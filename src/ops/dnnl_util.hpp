@@ -11,6 +11,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,7 +33,7 @@ class Key {
     for (int64_t v : values) Add(v);
     return *this;
   }
-  Key& Add(const std::vector<int64_t>& values) {
+  Key& Add(std::span<const int64_t> values) {  // a std::vector or an Int64Vector, length first
     Add(static_cast<int64_t>(values.size()));
     for (int64_t v : values) Add(v);
     return *this;

@@ -49,8 +49,7 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
   ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
   g.kernel = node.GetInts("kernel_shape");
   g.strides = node.GetInts("strides", Int64Vector(spatial, 1));
-  g.dilations = allow_dilations ? node.GetInts("dilations", Int64Vector(spatial, 1))
-                                : Int64Vector(spatial, 1);
+  g.dilations = allow_dilations ? node.GetInts("dilations", Int64Vector(spatial, 1)) : Int64Vector(spatial, 1);
   Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
@@ -88,7 +87,7 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
 // For every output position, the row-major spatial offsets of the input taps its window covers
 // (taps outside the input are skipped), and how many taps fall inside the padded input.
 struct PoolWindows {
-  std::vector<int64_t> begin;    // output o uses offsets[begin[o] .. begin[o+1])
+  std::vector<int64_t> begin;  // output o uses offsets[begin[o] .. begin[o+1])
   std::vector<int64_t> offsets;
   std::vector<int64_t> padded_counts;
   int64_t uniform_taps = 0;  // the tap count of every window when they all have the same, else 0
@@ -181,7 +180,7 @@ PoolWindows BuildWindows(const PoolGeometry& g) {
   return w;
 }
 
-Shape PoolOutputShape(const Shape& x, const std::vector<int64_t>& spatial_out) {
+Shape PoolOutputShape(const Shape& x, const Int64Vector& spatial_out) {
   Shape shape = {x[0], x[1]};
   shape.insert(shape.end(), spatial_out.begin(), spatial_out.end());
   return shape;
@@ -194,10 +193,20 @@ void ForEachPlane(KernelContext& ctx, int64_t planes, int64_t work_per_plane, Fn
   ctx.threads().ParallelFor(planes, grain, fn);
 }
 
+// Runs fn(plane, extent) for every (image, channel) plane in parallel; `extent` is WithTapExtent's.
+template <typename Fn>
+void ForEachPlaneWithTaps(KernelContext& ctx, const PoolGeometry& g, const PoolWindows& windows, Fn&& fn) {
+  WithTapExtent(windows, [&](auto extent) {
+    ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) fn(plane, extent);
+    });
+  });
+}
+
 // Row-major spatial offset -> column-major spatial offset (MaxPool storage_order = 1).
-int64_t ColumnMajorOffset(int64_t offset, const std::vector<int64_t>& dims) {
+int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
   int64_t result = 0, stride = 1;
-  std::vector<int64_t> index(dims.size());
+  Int64Vector index(dims.size());
   for (size_t d = dims.size(); d-- > 0;) {
     index[d] = offset % dims[d];
     offset /= dims[d];
@@ -229,21 +238,17 @@ void MaxPoolKernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    WithTapExtent(windows, [&](auto extent) {
-      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          const T* xin = xp + plane * in_size;
-          T* yout = yp + plane * out_size;
-          for (int64_t o = 0; o < out_size; ++o) {
-            const auto [best, best_offset] = WindowMax(xin, windows.Taps<extent()>(o));
-            yout[o] = best;
-            if (indices) {
-              const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
-              indices[plane * out_size + o] = plane * in_size + local;
-            }
-          }
+    ForEachPlaneWithTaps(ctx, g, windows, [&](int64_t plane, auto extent) {
+      const T* xin = xp + plane * in_size;
+      T* yout = yp + plane * out_size;
+      for (int64_t o = 0; o < out_size; ++o) {
+        const auto [best, best_offset] = WindowMax(xin, windows.Taps<extent()>(o));
+        yout[o] = best;
+        if (indices) {
+          const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
+          indices[plane * out_size + o] = plane * in_size + local;
         }
-      });
+      }
     });
   });
 }
@@ -263,21 +268,17 @@ void AveragePoolKernel(KernelContext& ctx) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     T* yp = y.data<T>();
-    WithTapExtent(windows, [&](auto extent) {
-      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          const T* xin = xp + plane * in_size;
-          T* yout = yp + plane * out_size;
-          for (int64_t o = 0; o < out_size; ++o) {
-            const auto taps = windows.Taps<extent()>(o);
-            T sum = T(0);
-            for (int64_t tap : taps) sum += xin[tap];
-            const int64_t count = static_cast<int64_t>(taps.size());
-            const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
-            yout[o] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
-          }
-        }
-      });
+    ForEachPlaneWithTaps(ctx, g, windows, [&](int64_t plane, auto extent) {
+      const T* xin = xp + plane * in_size;
+      T* yout = yp + plane * out_size;
+      for (int64_t o = 0; o < out_size; ++o) {
+        const auto taps = windows.Taps<extent()>(o);
+        T sum = T(0);
+        for (int64_t tap : taps) sum += xin[tap];
+        const int64_t count = static_cast<int64_t>(taps.size());
+        const int64_t divisor = count_include_pad ? windows.padded_counts[o] : count;
+        yout[o] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
+      }
     });
   });
 }
@@ -469,16 +470,12 @@ void MaxPoolGradKernel(KernelContext& ctx) {
     const T* xp = x.data<T>();
     const T* dyp = dy.data<T>();
     T* dxp = dx.data<T>();
-    WithTapExtent(windows, [&](auto extent) {
-      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          const T* xin = xp + plane * in_size;
-          const T* dyout = dyp + plane * out_size;
-          T* dxin = dxp + plane * in_size;
-          std::fill(dxin, dxin + in_size, T(0));
-          for (int64_t o = 0; o < out_size; ++o) dxin[WindowMax(xin, windows.Taps<extent()>(o)).second] += dyout[o];
-        }
-      });
+    ForEachPlaneWithTaps(ctx, g, windows, [&](int64_t plane, auto extent) {
+      const T* xin = xp + plane * in_size;
+      const T* dyout = dyp + plane * out_size;
+      T* dxin = dxp + plane * in_size;
+      std::fill(dxin, dxin + in_size, T(0));
+      for (int64_t o = 0; o < out_size; ++o) dxin[WindowMax(xin, windows.Taps<extent()>(o)).second] += dyout[o];
     });
   });
 }
@@ -497,21 +494,17 @@ void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_sh
     using T = typename decltype(tag)::type;
     const T* dyp = dy.data<T>();
     T* dxp = dx.data<T>();
-    WithTapExtent(windows, [&](auto extent) {
-      ForEachPlane(ctx, g.planes, static_cast<int64_t>(windows.offsets.size()), [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          const T* dyout = dyp + plane * out_size;
-          T* dxin = dxp + plane * in_size;
-          std::fill(dxin, dxin + in_size, T(0));
-          for (int64_t o = 0; o < out_size; ++o) {
-            const auto taps = windows.Taps<extent()>(o);
-            const int64_t divisor = count_include_pad ? windows.padded_counts[o] : static_cast<int64_t>(taps.size());
-            if (divisor <= 0) continue;
-            const T share = dyout[o] / static_cast<T>(divisor);
-            for (int64_t tap : taps) dxin[tap] += share;
-          }
-        }
-      });
+    ForEachPlaneWithTaps(ctx, g, windows, [&](int64_t plane, auto extent) {
+      const T* dyout = dyp + plane * out_size;
+      T* dxin = dxp + plane * in_size;
+      std::fill(dxin, dxin + in_size, T(0));
+      for (int64_t o = 0; o < out_size; ++o) {
+        const auto taps = windows.Taps<extent()>(o);
+        const int64_t divisor = count_include_pad ? windows.padded_counts[o] : static_cast<int64_t>(taps.size());
+        if (divisor <= 0) continue;
+        const T share = dyout[o] / static_cast<T>(divisor);
+        for (int64_t tap : taps) dxin[tap] += share;
+      }
     });
   });
 }
@@ -661,13 +654,12 @@ void AveragePoolGradient(GradientContext& g) {
     }
   }
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  std::map<std::string, Attribute> attrs = {
-      {"kernel_shape", Attribute::Ints(kernel)},
-      {"strides", Attribute::Ints(strides)},
-      {"pads", Attribute::Ints(pads)},
-      {"dilations", Attribute::Ints(dilations)},
-      {"ceil_mode", Attribute::Int(same ? 0 : node.GetInt("ceil_mode", 0))},
-      {"count_include_pad", Attribute::Int(node.GetInt("count_include_pad", 0))}};
+  std::map<std::string, Attribute> attrs = {{"kernel_shape", Attribute::Ints(kernel)},
+                                            {"strides", Attribute::Ints(strides)},
+                                            {"pads", Attribute::Ints(pads)},
+                                            {"dilations", Attribute::Ints(dilations)},
+                                            {"ceil_mode", Attribute::Int(same ? 0 : node.GetInt("ceil_mode", 0))},
+                                            {"count_include_pad", Attribute::Int(node.GetInt("count_include_pad", 0))}};
   g.SetGrad(0, g.Op("AveragePoolGrad", {g.dY(0), g.X(0)}, std::move(attrs), kEdgetrainDomain));
 }
 
