@@ -142,7 +142,6 @@ struct TrainingSession::Impl {
   std::vector<std::string> trainable;    // the trainable ones, in the same order
   std::map<std::string, Tensor> values;  // the live parameter tensors (the checkpoint's own)
   std::map<std::string, Tensor> gradients;
-  std::map<std::string, std::string> state_updates;  // training output -> parameter it overwrites
   std::vector<std::string> train_inputs, train_outputs, eval_inputs, eval_outputs;
   bool reset_gradients = true;
   std::map<std::string, std::string> gradient_outputs;  // <param>_grad output -> param
@@ -150,8 +149,6 @@ struct TrainingSession::Impl {
 
   // ORT's layout (ort_layout.hpp): the graph accumulates into buffers the session feeds.
   std::map<std::string, std::string> accumulation_buffers;  // buffer input -> parameter
-  std::map<std::string, std::string> accumulated_outputs;   // output -> parameter whose buffer it refills
-  std::set<std::string> accumulator_flags;                  // outputs that only report "updated"
   std::optional<OrtOptimizerLayout> ort_optimizer;
   struct TrainOutput {
     OutputRole role;
@@ -205,6 +202,8 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
   for (const ValueInfo& out : model.graph.outputs) outputs.insert(out.name);
   std::set<std::string> checkpoint_names;
   for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+  std::map<std::string, std::string> state_updates;        // training output -> parameter it overwrites
+  std::map<std::string, std::string> accumulated_outputs;  // output -> parameter whose buffer it refills
 
   for (const ValueInfo* input : training->Inputs()) {
     const std::string& name = input->name;
@@ -254,14 +253,14 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
   for (const auto& [buffer, param] : accumulation_buffers)
     ET_CHECK(gradients.count(param), ErrorCode::kInvalidArgument, "training model '", model.source,
              "' accumulates the gradient of '", param, "', which is not a trainable parameter of the checkpoint");
-  accumulator_flags.insert(accumulators.flag_outputs.begin(), accumulators.flag_outputs.end());
+  const std::vector<std::string>& flags = accumulators.flag_outputs;
   for (const std::string& name : training->OutputNames()) {
     if (auto it = state_updates.find(name); it != state_updates.end()) {
       train_output_roles.push_back({OutputRole::kStateUpdate, &values[it->second]});
     } else if (auto acc = accumulated_outputs.find(name); acc != accumulated_outputs.end()) {
       train_output_roles.push_back({OutputRole::kAccumulated, &gradients[acc->second]});
       training->BindOutput(name, gradients[acc->second]);  // the graph adds or overwrites in place
-    } else if (accumulator_flags.count(name)) {
+    } else if (std::count(flags.begin(), flags.end(), name)) {
       train_output_roles.push_back({OutputRole::kFlag, nullptr});
     } else if (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
       gradient_outputs[name] = Strip(name, kGradSuffix);
