@@ -32,6 +32,17 @@ TEST(Tensor, WrongTypeAccessIsAnError) {
   EXPECT_ERROR(t.data<float>(), ErrorCode::kInternal, "int64");
 }
 
+TEST(Tensor, ElementReadsConvertAndCheckTheIndex) {
+  const Tensor ints = Tensor::FromVector<int32_t>({7, -3}, {2});
+  EXPECT_EQ(ints.Int64At(1), -3);
+  EXPECT_EQ(ints.DoubleAt(0), 7.0);
+  EXPECT_EQ(Tensor::FromVector<float>({2.5f}, {1}).DoubleAt(0), 2.5);
+  EXPECT_ERROR(ints.Int64At(2), ErrorCode::kInvalidArgument, "element 2 of a int32 tensor of shape [2] does not exist");
+  EXPECT_ERROR(Tensor::Zeros(DataType::kFloat32, {0}).DoubleAt(0), ErrorCode::kInvalidArgument, "does not exist");
+  EXPECT_ERROR(Tensor::FromVector<float>({1.0f}, {1}).Int64At(0), ErrorCode::kInvalidArgument,
+               "expected an integer tensor");
+}
+
 TEST(Tensor, AbsurdSizeIsRefusedBeforeAllocating) {
   EXPECT_ERROR(Tensor(DataType::kFloat32, {1 << 20, 1 << 20, 1 << 10}, "weights"), ErrorCode::kResourceExhausted,
                "weights");
