@@ -214,9 +214,10 @@ Shape ConvOutputShape(const ConvGeometry& g) {
   return shape;
 }
 
-// y = conv(x, w) + b (b may be null); all contiguous, layouts as in ONNX.
+// y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
-void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp) {
+void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
+                 bool relu = false) {
   const size_t spatial = g.input.size();
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
@@ -241,10 +242,14 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
     }
     Gemm<T>(false, false, mg, out_size, rows, T(1), wp + grp * mg * rows, rows, columns, out_size, beta, y_ng, out_size,
             pool);
+    if (relu)  // while the image is still in cache
+      for (int64_t i = 0; i < mg * out_size; ++i) y_ng[i] = y_ng[i] > T(0) ? y_ng[i] : T(0);
   });
 }
 
-void ConvKernel(KernelContext& ctx) {
+}  // namespace
+
+Tensor& ConvForwardKernel(KernelContext& ctx, bool relu) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(1);
   const std::string what = ctx.node().Describe();
@@ -262,12 +267,17 @@ void ConvKernel(KernelContext& ctx) {
     const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
     if constexpr (std::is_same_v<T, float>) {
       if (UseDnnl() &&
-          conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads()))
+          conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
         return;
     }
-    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>());
+    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
   });
+  return y;
 }
+
+namespace {
+
+void ConvKernel(KernelContext& ctx) { ConvForwardKernel(ctx, false); }
 
 // Values of an int8/uint8 tensor minus a zero point that is a scalar or one value per block of
 // `block` consecutive elements (per output channel of W), as doubles.

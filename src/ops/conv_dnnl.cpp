@@ -150,6 +150,7 @@ struct Request {
   Pass pass;
   const ConvGeometry& g;
   bool with_bias;
+  bool relu = false;  // forward only: ReLU applied to the output inside the primitive
 };
 
 // Whether the primitive gets to choose its layouts (reorders run around it) rather than work on the
@@ -192,6 +193,11 @@ Call MakeCall(const Request& r) {
         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights,
         r.pass == Pass::kForward ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
     if (r.pass == Pass::kForward) {
+      if (r.relu) {
+        dnnl::post_ops relu;
+        relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(relu);
+      }
       args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DST, dst, true}};
       if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
       return Assemble<dnnl::convolution_forward>({forward, attr, engine}, args);
@@ -221,8 +227,8 @@ Call& CachedCall(const Request& r) {
   const ConvGeometry& g = r.g;
   key.Clear();
   // oneDNN fixes a primitive's thread count when it makes it (from LimitLibraryThreads, called first).
-  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, omp_get_max_threads(), g.batch, g.in_channels,
-           g.out_channels, g.group})
+  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, r.relu ? 1 : 0, omp_get_max_threads(), g.batch,
+           g.in_channels, g.out_channels, g.group})
       .Add(g.input)
       .Add(g.output)
       .Add(g.kernel)
@@ -278,8 +284,9 @@ bool Run(Call& call, std::initializer_list<ArgData> data) {
 
 }  // namespace
 
-bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads) {
-  Call* call = Usable({Pass::kForward, g, b != nullptr}, threads);
+bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads,
+                 bool relu) {
+  Call* call = Usable({Pass::kForward, g, b != nullptr, relu}, threads);
   return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
 }
 
@@ -303,7 +310,7 @@ bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w,
 
 #else
 
-bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }
+bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int, bool) { return false; }
 bool ConvBackwardData(const ConvGeometry&, const float*, const float*, float*, int) { return false; }
 bool ConvBackwardWeights(const ConvGeometry&, const float*, const float*, float*, float*, int) { return false; }
 bool ConvTransposeForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }

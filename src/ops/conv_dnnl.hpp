@@ -26,8 +26,9 @@ struct ConvGeometry {
 // which rewrites every output. Tensors are contiguous in ONNX layouts; Conv's W is [M, C/group, kernel...].
 namespace conv_dnnl {
 
-// Y = Conv(X, W) + B (b may be null).
-bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads);
+// Y = Conv(X, W) + B (b may be null), then max(Y, 0) when `relu` (a post-op of the primitive).
+bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads,
+                 bool relu = false);
 // dX of Conv from dY.
 bool ConvBackwardData(const ConvGeometry& g, const float* dy, const float* w, float* dx, int threads);
 // dW of Conv from dY and X, and dB when db is not null.

@@ -23,16 +23,22 @@ namespace {
 
 using dims = dnnl::memory::dims;
 constexpr auto kF32 = dnnl::memory::data_type::f32;
+constexpr int64_t kLinearKey = 0, kBatchedKey = 1;  // the two kinds of matmul share one cache
 
 // The cached matmul under `key` on this thread, made on first use from the operands' descriptions
-// (src, weights, [bias,] dst).
-dnnl_util::BoundPrimitive& CachedMatMul(const dnnl_util::Key& key,
+// (src, weights, [bias,] dst), with a ReLU post-op when `relu`.
+dnnl_util::BoundPrimitive& CachedMatMul(const dnnl_util::Key& key, bool relu,
                                         FunctionRef<std::vector<dnnl::memory::desc>()> describe) {
   return dnnl_util::Cached<dnnl_util::BoundPrimitive>(key, [&] {
     try {
       const std::vector<dnnl::memory::desc> descs = describe();
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (relu) {
+        dnnl::post_ops post;
+        post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(post);
+      }
       const bool with_bias = descs.size() == 4;
       const dnnl::matmul::primitive_desc pd =
           with_bias ? dnnl::matmul::primitive_desc({descs[0], descs[1], descs[2], descs[3]}, attr,
@@ -58,14 +64,14 @@ dnnl::memory::desc Contiguous(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-bool DnnlLinear(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                bool trans_b, const float* bias, float* y, int threads) {
+bool DnnlLinear(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool trans_b,
+                const float* bias, float* y, int threads, bool relu) {
   LimitLibraryThreads(threads);
   thread_local dnnl_util::Key key;
   key.Clear();
   // oneDNN fixes a primitive's thread count when it makes it: the count is part of the key.
-  key.Add({omp_get_max_threads(), m, n, k, lda, ldb, trans_b ? 1 : 0, bias ? 1 : 0});
-  dnnl_util::BoundPrimitive& call = CachedMatMul(key, [&] {
+  key.Add({kLinearKey, omp_get_max_threads(), m, n, k, lda, ldb, trans_b ? 1 : 0, bias ? 1 : 0, relu ? 1 : 0});
+  dnnl_util::BoundPrimitive& call = CachedMatMul(key, relu, [&] {
     std::vector<dnnl::memory::desc> descs = {dnnl::memory::desc({m, k}, kF32, dims{lda, 1}),
                                              dnnl::memory::desc({k, n}, kF32, trans_b ? dims{1, ldb} : dims{ldb, 1})};
     if (bias) descs.emplace_back(dims{1, n}, kF32, dims{n, 1});
@@ -83,8 +89,9 @@ bool DnnlBatchedMatMul(const std::vector<int64_t>& a_dims, const std::vector<int
   LimitLibraryThreads(threads);
   thread_local dnnl_util::Key key;
   key.Clear();
-  key.Add(omp_get_max_threads()).Add(a_dims).Add(b_dims);  // the thread count is fixed when the primitive is made
-  dnnl_util::BoundPrimitive& call = CachedMatMul(key, [&] {
+  // The thread count is fixed when the primitive is made.
+  key.Add({kBatchedKey, omp_get_max_threads()}).Add(a_dims).Add(b_dims);
+  dnnl_util::BoundPrimitive& call = CachedMatMul(key, false, [&] {
     return std::vector<dnnl::memory::desc>{Contiguous(a_dims), Contiguous(b_dims), Contiguous(c_dims)};
   });
   return !call.refused &&
@@ -94,7 +101,7 @@ bool DnnlBatchedMatMul(const std::vector<int64_t>& a_dims, const std::vector<int
 #else
 
 bool DnnlLinear(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, bool, const float*, float*,
-                int) {
+                int, bool) {
   return false;
 }
 

@@ -29,11 +29,6 @@ struct RuntimeValue {
   }
 };
 
-// The domain of edgetrain's own (fused) operators.
-inline constexpr const char* kEdgetrainDomain = "ai.edgetrain";
-// Operators ONNX Runtime emits in its training artifacts (run so ORT users need not regenerate).
-inline constexpr const char* kMicrosoftDomain = "com.microsoft";
-
 class KernelContext {
  public:
   virtual ~KernelContext() = default;

@@ -58,10 +58,14 @@ std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out);
 // after another with the pool passed on to split each. `work_per_product` counts multiply-adds.
 void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
                     FunctionRef<void(int64_t, ThreadPool*)> product);
-// Gemm (attributes transA, transB, alpha, beta; optional C) into output 0, which it returns.
-Tensor& GemmForward(KernelContext& ctx);
+// Gemm (attributes transA, transB, alpha, beta; optional C) into output 0, which it returns; with
+// `relu` the output is max(Gemm, 0) (fused into oneDNN's matmul where that runs it).
+Tensor& GemmForward(KernelContext& ctx, bool relu = false);
 
 // ---- conv.cpp ----
+// Conv (X, W, B?) with Conv's attributes into output 0, which it returns; with `relu` the output is
+// max(Conv, 0), applied inside the kernel (a oneDNN post-op, or per image on the reference path).
+Tensor& ConvForwardKernel(KernelContext& ctx, bool relu);
 // (dY, X, W) -> (dX, dW, dB) of Conv with Conv's attributes; only requested outputs are computed.
 void ConvGradKernel(KernelContext& ctx);
 

@@ -548,6 +548,10 @@ Session::Session(Model model, SessionOptions options)
     };
     FoldConstants(model_.graph, evaluate, can_fold);
   }
+  if (options_.fuse_operators) {
+    FoldBatchNormIntoConv(model_.graph);
+    FuseReluIntoProducers(model_.graph);
+  }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
   for (const auto& in : model_.graph.inputs) {
