@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/kernel_backend.hpp"
+#include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ort_op_test_util.hpp"
 
@@ -66,9 +67,9 @@ struct ModelBuilder {
         {y}, std::move(attrs));
     return y;
   }
-  std::string Unary(const std::string& op, const std::string& x) {
+  std::string Unary(const std::string& op, const std::string& x, std::map<std::string, Attribute> attrs = {}) {
     const std::string y = op + std::to_string(model.graph.nodes.size());
-    Add(op, {x}, {y});
+    Add(op, {x}, {y}, std::move(attrs));
     return y;
   }
   // Gemm Y = X W^T + b with W [out, in].
@@ -255,11 +256,81 @@ TEST_F(Fusion, AppliesInOrtTrainingGraph) {
     }
   }
   Session fused(model);
-  size_t fused_convs = 0;
-  for (const Node& n : fused.model().graph.nodes) fused_convs += n.op_type == "FusedConv";
+  size_t fused_convs = 0;  // Conv -> Relu -> MaxPool whose Indices nothing reads
+  for (const Node& n : fused.model().graph.nodes) fused_convs += n.op_type == "ConvReluMaxPool";
   EXPECT_EQ(fused_convs, 3u) << OpTypes(fused);
-  std::string types = OpTypes(fused);
-  ExpectFusion(model, feeds, types);
+  ExpectFusion(model, feeds, OpTypes(fused));
+}
+
+std::map<std::string, Attribute> Pool(int64_t kernel, int64_t stride, std::map<std::string, Attribute> more = {}) {
+  more["kernel_shape"] = Attribute::Ints({kernel, kernel});
+  more["strides"] = Attribute::Ints({stride, stride});
+  return more;
+}
+
+TEST_F(Fusion, ConvReluMaxPoolAsLeNetHasIt) {
+  ModelBuilder b({5, 1, 28, 28});  // LeNet's first layer, its BatchNorm folded first
+  const std::string first =
+      b.Unary("MaxPool", b.Unary("Relu", b.BatchNorm(b.Conv("x", 1, 6, 5, Pads(2)), 6)), Pool(2, 2));
+  b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv(first, 6, 16, 5, {})), Pool(2, 2)));
+  for (int threads : {1, 2})
+    ExpectFusion(b.model, {{"x", RandomFloats({5, 1, 28, 28}, 21)}}, "ConvReluMaxPool,ConvReluMaxPool", threads);
+}
+
+TEST_F(Fusion, ConvReluMaxPoolWithOverlappingPaddedAndCeilWindows) {
+  const std::vector<std::map<std::string, Attribute>> pools = {
+      Pool(3, 1, {{"pads", Attribute::Ints({1, 1, 1, 1})}}),
+      Pool(2, 2, {{"ceil_mode", Attribute::Int(1)}}),  // 11 rows: the last window half outside
+      Pool(2, 2),                                      // 11 rows: the last row is left out
+      Pool(2, 1, {{"dilations", Attribute::Ints({2, 2})}}),
+  };
+  for (const auto& pool : pools) {
+    ModelBuilder b({2, 4, 11, 11});
+    std::map<std::string, Attribute> conv = Pads(1);
+    conv["group"] = Attribute::Int(2);
+    b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 8, 3, conv)), pool));
+    ExpectFusion(b.model, {{"x", RandomFloats({2, 4, 11, 11}, 22)}}, "ConvReluMaxPool");
+  }
+}
+
+TEST_F(Fusion, ConvReluMaxPoolNeedsUnreadIndicesAndReluOutput) {
+  ModelBuilder b({2, 3, 8, 8});  // Indices read: the Relu still fuses into the Conv
+  b.Add("MaxPool", {b.Unary("Relu", b.Conv("x", 3, 4, 3, Pads(1)))}, {"pooled", "indices"}, Pool(2, 2));
+  b.Output("pooled");
+  b.model.graph.outputs.push_back(ValueInfoOf("indices", DataType::kInt64, {}));
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 23)}}, "FusedConv,MaxPool");
+
+  ModelBuilder r({2, 3, 8, 8});  // the Relu's output read by another node
+  const std::string relu = r.Unary("Relu", r.Conv("x", 3, 4, 3, Pads(1)));
+  r.Output(r.Unary("MaxPool", relu, Pool(2, 2)));
+  r.Output(r.Unary("Sigmoid", relu));
+  ExpectFusion(r.model, {{"x", RandomFloats({2, 3, 8, 8}, 24)}}, "FusedConv,MaxPool,Sigmoid");
+}
+
+// A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;
+// any runtime that inlines it computes what the kernel does.
+TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {
+  ModelBuilder b({2, 4, 10, 10});
+  b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 6, 3, Pads(1))),
+                   Pool(3, 2, {{"ceil_mode", Attribute::Int(1)}})));
+  Model fused = Session(b.model).model();
+  ASSERT_EQ(OpTypes(Session(fused)), "ConvReluMaxPool");
+  fused.opsets[kEdgetrainDomain] = 1;
+  const std::string bytes = SerializeModel(fused);
+  ImportOptions inline_edgetrain;
+  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
+    return domain != kEdgetrainDomain;
+  };
+  SessionOptions plain;
+  plain.fuse_operators = false;
+  Session inlined(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+  EXPECT_EQ(OpTypes(inlined), "Conv,Relu,MaxPool");
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 4, 10, 10}, 25)}};
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    const Tensor expected = inlined.Run(feeds)[0], actual = Session(fused).Run(feeds)[0];
+    ExpectTensorNear(actual, expected, 1e-5, "ConvReluMaxPool");
+  }
 }
 
 }  // namespace

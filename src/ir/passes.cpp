@@ -1,6 +1,7 @@
 #include "ir/passes.hpp"
 
 #include <cmath>
+#include <initializer_list>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -119,12 +120,18 @@ class Rewriter {
     return reads_[value] == 1 ? &n : nullptr;
   }
 
-  // `producer` takes over the output of `absorbed`, which goes away.
-  void Absorb(Node& producer, size_t absorbed) {
-    producer.outputs[0] = graph_.nodes[absorbed].outputs[0];
+  // `producer` takes over output 0 of `last`, which goes away with the nodes `between` them.
+  void Absorb(Node& producer, size_t last, std::initializer_list<const Node*> between = {}) {
+    producer.outputs.assign(1, graph_.nodes[last].outputs[0]);
     producer_[producer.outputs[0]] = static_cast<size_t>(&producer - graph_.nodes.data());
-    removed_[absorbed] = true;
+    removed_[last] = true;
+    for (const Node* n : between) removed_[static_cast<size_t>(n - graph_.nodes.data())] = true;
     ++count_;
+  }
+
+  size_t Reads(const std::string& value) {
+    auto it = reads_.find(value);
+    return it == reads_.end() ? 0 : it->second;
   }
 
   // True for an initializer a feed cannot override.
@@ -232,6 +239,29 @@ size_t FoldBatchNormIntoConv(Graph& graph) {
     conv->inputs[1] = w_name;
     conv->inputs[2] = b_name;
     rewriter.Absorb(*conv, k);
+  }
+  return rewriter.Finish();
+}
+
+size_t FuseConvReluMaxPool(Graph& graph) {
+  Rewriter rewriter(graph);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& pool = graph.nodes[k];
+    if (!pool.domain.empty() || pool.op_type != "MaxPool" || pool.inputs.size() != 1 || pool.outputs.empty() ||
+        pool.outputs[0].empty())
+      continue;
+    bool indices_unread = true;
+    for (size_t i = 1; i < pool.outputs.size(); ++i)
+      indices_unread = indices_unread && (pool.outputs[i].empty() || rewriter.Reads(pool.outputs[i]) == 0);
+    Node* relu = indices_unread ? rewriter.SoleProducer(pool.inputs[0], "Relu") : nullptr;
+    Node* conv = relu && relu->inputs.size() == 1 ? rewriter.SoleProducer(relu->inputs[0], "Conv") : nullptr;
+    if (!conv) continue;
+    conv->domain = kEdgetrainDomain;
+    conv->op_type = "ConvReluMaxPool";
+    conv->opset = 1;  // the model need not import ai.edgetrain
+    for (const auto& [name, value] : pool.attributes)
+      if (name != "storage_order") conv->attributes["pool_" + name] = value;
+    rewriter.Absorb(*conv, k, {relu});
   }
   return rewriter.Finish();
 }

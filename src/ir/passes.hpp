@@ -37,6 +37,11 @@ size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::fun
 // computed in double, become new initializers. Returns the number of folds.
 size_t FoldBatchNormIntoConv(Graph& graph);
 
+// Replaces MaxPool(Relu(Conv(X, W, B))) by ai.edgetrain ConvReluMaxPool (MaxPool's attributes
+// named "pool_<attribute>") when nothing but the Relu reads the Conv's output, nothing but the
+// MaxPool reads the Relu's, and nothing reads the MaxPool's Indices. Returns the number of fusions.
+size_t FuseConvReluMaxPool(Graph& graph);
+
 // Replaces Relu(Conv(...)) by com.microsoft FusedConv and Relu(Gemm(...)) by com.microsoft FusedGemm,
 // each with activation "Relu" (ONNX Runtime's contrib operators), when nothing but the Relu reads
 // the Conv's or Gemm's output. Returns the number of fusions.

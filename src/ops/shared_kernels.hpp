@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/conv_dnnl.hpp"
 #include "ops/kernel.hpp"
 #include "ops/softmax_util.hpp"
 
@@ -70,6 +71,15 @@ Tensor& ConvForwardKernel(KernelContext& ctx, bool relu);
 void ConvGradKernel(KernelContext& ctx);
 
 // ---- pool.cpp ----
+// The windows of MaxPool/AveragePool over an input of shape `x` from the node's attributes
+// kernel_shape, strides, dilations (when allowed), pads, auto_pad and ceil_mode, each named with
+// `prefix` first (ConvReluMaxPool's "pool_").
+PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations,
+                              const std::string& prefix = "");
+// Y = MaxPool(X) over the windows of `g`, and the flat index of each maximum when `indices` is not
+// null (row-major within each plane, column-major with storage_order 1).
+void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices = nullptr,
+                    int64_t storage_order = 0);
 // dX of AveragePool (its attributes on the node) for an input of shape `x_shape`, as output 0.
 void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_shape);
 

@@ -550,6 +550,7 @@ Session::Session(Model model, SessionOptions options)
   }
   if (options_.fuse_operators) {
     FoldBatchNormIntoConv(model_.graph);
+    FuseConvReluMaxPool(model_.graph);
     FuseReluIntoProducers(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
