@@ -78,6 +78,17 @@ class KernelContext {
     return false;
   }
 
+  // True when input i is a constant of the session (an initializer no feed can override): the same
+  // values on every run, so a kernel may keep a transformed copy in its NodeState.
+  virtual bool InputIsConstant(size_t i) const {
+    (void)i;
+    return false;
+  }
+
+  // What a kernel keeps for its node from one run to the next (weights packed from a constant input),
+  // owned by the session and freed with it; null where nothing is kept (constant folding).
+  virtual std::shared_ptr<void>* NodeState() { return nullptr; }
+
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
   std::optional<std::vector<int64_t>> IntsFromInputOrAttr(size_t index, const std::string& attr) const;

@@ -304,7 +304,7 @@ Tensor& GemmForward(KernelContext& ctx, bool relu) {
       (!has_c || beta_attr == 1.0) &&
       gemm_detail::DnnlLinear(m, n, k, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), trans_b,
                               has_c ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
-                              ctx.threads().num_threads(), relu))
+                              ctx.threads().num_threads(), relu, ctx.InputIsConstant(1) ? ctx.NodeState() : nullptr))
     return y;
   VisitNumeric(a.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
