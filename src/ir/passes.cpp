@@ -80,10 +80,6 @@ size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::fun
   return folded;
 }
 
-}  // namespace edgetrain
-
-namespace edgetrain {
-
 namespace {
 
 // How many times each value is read: by node inputs (subgraphs included) and as a graph output.
@@ -170,8 +166,6 @@ class Rewriter {
     graph_.nodes = std::move(kept);
     return count_;
   }
-
-  Graph& graph() { return graph_; }
 
  private:
   Graph& graph_;

@@ -1,6 +1,7 @@
 // Conv and ConvTranspose over any number of spatial dimensions, per group: im2col + GEMM for Conv,
-// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad. Float32
-// passes run on oneDNN (conv_dnnl.cpp) when that backend is active and takes the configuration.
+// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad; the fused
+// ai.edgetrain.ConvReluMaxPool that sessions make (ir/passes.hpp). Float32 passes run on oneDNN
+// (conv_dnnl.cpp) when that backend is active and takes the configuration.
 #include <algorithm>
 #include <cmath>
 #include <limits>
