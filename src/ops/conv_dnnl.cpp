@@ -293,10 +293,17 @@ bool Describable(const ConvGeometry& g) {
   return true;
 }
 
+// A pass of fewer multiply-adds than this per thread runs on one thread: below it, waking the others
+// for each primitive and reorder costs more than they save (LeNet at batch 1 on 2 threads).
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 17;
+
 // The cached Call for the request on `threads` threads, or null when oneDNN cannot run it.
 Call* Usable(const Request& r, int threads) {
   if (!Describable(r.g)) return nullptr;
-  LimitLibraryThreads(threads);
+  const ConvGeometry& g = r.g;
+  const int64_t macs = g.batch * g.out_channels * (g.in_channels / g.group) * g.KernelSize() *
+                       (r.pass == Pass::kTransposeForward ? g.InputSize() : g.OutputSize());
+  LimitLibraryThreads(macs < 2 * kMinMacsPerThread ? 1 : threads);
   Call& call = CachedCall(r);
   return call.refused ? nullptr : &call;
 }
