@@ -83,5 +83,63 @@ INSTANTIATE_TEST_SUITE_P(
         ProductRow{"MatMulOneMatrixB", MatMul({4, 8, 16}, {16, 5})}),
     [](const ::testing::TestParamInfo<ProductRow>& info) { return info.param.name; });
 
+// A linear layer Y = X W^T + b whose W is an initializer (a constant the oneDNN path packs once per
+// node) or, with `overridable`, also a graph input a feed may replace on any run.
+Model LinearModel(bool overridable) {
+  Model m;
+  m.source = "linear";
+  m.opsets = {{"", 17}};
+  m.graph.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 24}));
+  m.graph.initializers["w"] = ToFloat32(RandomTensor({40, 24}, 6));
+  m.graph.initializers["b"] = ToFloat32(RandomTensor({40}, 7));
+  if (overridable) m.graph.inputs.push_back(ValueInfoOf("w", DataType::kFloat32, {40, 24}));
+  Node gemm;
+  gemm.name = "linear";
+  gemm.op_type = "Gemm";
+  gemm.inputs = {"x", "w", "b"};
+  gemm.outputs = {"y"};
+  gemm.attributes["transB"] = Attribute::Int(1);
+  m.graph.nodes.push_back(gemm);
+  m.graph.outputs.push_back(ValueInfoOf("y", DataType::kFloat32, {-1, 40}));
+  return m;
+}
+
+// Y of `model` for `feeds` on the reference kernels (a session of its own).
+Tensor ReferenceRun(const Model& model, const std::map<std::string, Tensor>& feeds) {
+  SetKernelBackend(KernelBackend::kReference);
+  Tensor y = Session(model).Run(feeds)[0];
+  SetKernelBackend(KernelBackend::kDnnl);
+  return y;
+}
+
+class ConstantWeights : public ProductBackends {
+ protected:
+  void SetUp() override {
+    if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+    SetKernelBackend(KernelBackend::kDnnl);
+  }
+};
+
+TEST_F(ConstantWeights, PackedOnceAndKeptAcrossBatchSizes) {
+  const Model model = LinearModel(false);
+  Session session(model);
+  for (int64_t batch : {16, 9, 16}) {  // a new batch size makes a new primitive on the packed weights
+    const std::map<std::string, Tensor> feeds = {{"x", ToFloat32(RandomTensor({batch, 24}, 8 + batch))}};
+    const Tensor expected = ReferenceRun(model, feeds);
+    for (int run = 0; run < 2; ++run)
+      ExpectTensorNear(session.Run(feeds)[0], expected, 1e-5, "batch " + std::to_string(batch));
+  }
+}
+
+TEST_F(ConstantWeights, WeightsAFeedReplacesAreNotKept) {
+  const Model model = LinearModel(true);
+  Session session(model);
+  for (uint64_t seed : {10, 11}) {
+    const std::map<std::string, Tensor> feeds = {{"x", ToFloat32(RandomTensor({16, 24}, 9))},
+                                                 {"w", ToFloat32(RandomTensor({40, 24}, seed))}};
+    ExpectTensorNear(session.Run(feeds)[0], ReferenceRun(model, feeds), 1e-5, "seed " + std::to_string(seed));
+  }
+}
+
 }  // namespace
 }  // namespace edgetrain::testing

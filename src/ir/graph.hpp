@@ -12,6 +12,12 @@
 
 namespace edgetrain {
 
+// The domain of edgetrain's own (fused) operators.
+inline constexpr const char* kEdgetrainDomain = "ai.edgetrain";
+// ONNX Runtime's contrib operators: those of its training artifacts (run so ORT users need not
+// regenerate) and the fused ones of its graph optimizations (FusedConv, FusedGemm).
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
+
 struct Graph;
 
 // One dimension: a fixed size (>= 0), a named symbol ("batch"), or unknown (neither).

@@ -1,5 +1,8 @@
 #include "ir/passes.hpp"
 
+#include <cmath>
+#include <initializer_list>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace edgetrain {
@@ -75,6 +78,207 @@ size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::fun
   }
   graph.nodes = std::move(kept);
   return folded;
+}
+
+namespace {
+
+// How many times each value is read: by node inputs (subgraphs included) and as a graph output.
+void CountReads(const Graph& graph, std::unordered_map<std::string, size_t>& reads) {
+  for (const auto& n : graph.nodes) {
+    for (const auto& i : n.inputs)
+      if (!i.empty()) ++reads[i];
+    for (const auto& [key, a] : n.attributes) {
+      if (a.g) CountReads(*a.g, reads);
+      for (const auto& sub : a.graphs) CountReads(*sub, reads);
+    }
+  }
+  for (const auto& o : graph.outputs) ++reads[o.name];
+}
+
+// The rewrites of one fusion pass: which node produces each value, how often each value is read,
+// and the nodes a fusion absorbed (dropped at the end).
+class Rewriter {
+ public:
+  explicit Rewriter(Graph& graph) : graph_(graph), removed_(graph.nodes.size(), false) {
+    CountReads(graph, reads_);
+    for (size_t k = 0; k < graph.nodes.size(); ++k)
+      for (const auto& o : graph.nodes[k].outputs)
+        if (!o.empty()) producer_[o] = k;
+  }
+
+  // The default-domain node of type `op_type` whose only output is `value` and that nothing but one
+  // reader reads; null otherwise.
+  Node* SoleProducer(const std::string& value, const char* op_type) {
+    auto it = producer_.find(value);
+    if (it == producer_.end() || removed_[it->second]) return nullptr;
+    Node& n = graph_.nodes[it->second];
+    if (!n.domain.empty() || n.op_type != op_type || n.outputs.size() != 1) return nullptr;
+    return reads_[value] == 1 ? &n : nullptr;
+  }
+
+  // `producer` takes over output 0 of `last`, which goes away with the nodes `between` them.
+  void Absorb(Node& producer, size_t last, std::initializer_list<const Node*> between = {}) {
+    producer.outputs.assign(1, graph_.nodes[last].outputs[0]);
+    producer_[producer.outputs[0]] = static_cast<size_t>(&producer - graph_.nodes.data());
+    removed_[last] = true;
+    for (const Node* n : between) removed_[static_cast<size_t>(n - graph_.nodes.data())] = true;
+    ++count_;
+  }
+
+  size_t Reads(const std::string& value) {
+    auto it = reads_.find(value);
+    return it == reads_.end() ? 0 : it->second;
+  }
+
+  // True for an initializer a feed cannot override.
+  bool IsConstant(const std::string& value) const {
+    if (!graph_.IsInitializer(value)) return false;
+    for (const auto& in : graph_.inputs)
+      if (in.name == value) return false;
+    return true;
+  }
+
+  // One read of `value` went away: an initializer nothing reads any more (and no feed overrides) goes.
+  void DropRead(const std::string& value) {
+    if (--reads_[value] == 0 && IsConstant(value)) graph_.initializers.erase(value);
+  }
+
+  // A name no value of the graph has yet, from `base`.
+  std::string FreshName(const std::string& base) {
+    if (used_names_.empty()) {
+      for (const auto& [name, t] : graph_.initializers) used_names_.insert(name);
+      for (const auto& in : graph_.inputs) used_names_.insert(in.name);
+      for (const auto& n : graph_.nodes) {
+        used_names_.insert(n.inputs.begin(), n.inputs.end());
+        used_names_.insert(n.outputs.begin(), n.outputs.end());
+      }
+    }
+    std::string name = base;
+    for (int k = 1; used_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    used_names_.insert(name);
+    return name;
+  }
+
+  size_t Finish() {
+    std::vector<Node> kept;
+    for (size_t k = 0; k < graph_.nodes.size(); ++k)
+      if (!removed_[k]) kept.push_back(std::move(graph_.nodes[k]));
+    graph_.nodes = std::move(kept);
+    return count_;
+  }
+
+ private:
+  Graph& graph_;
+  std::vector<bool> removed_;
+  std::unordered_map<std::string, size_t> reads_, producer_;
+  std::unordered_set<std::string> used_names_;
+  size_t count_ = 0;
+};
+
+// True for a BatchNormalization that normalizes with its running statistics and writes only Y.
+bool IsInferenceBatchNorm(const Node& bn) {
+  if (!bn.domain.empty() || bn.op_type != "BatchNormalization" || bn.inputs.size() != 5) return false;
+  if (bn.outputs.empty() || bn.outputs[0].empty()) return false;
+  for (size_t k = 1; k < bn.outputs.size(); ++k)
+    if (!bn.outputs[k].empty()) return false;
+  return bn.GetInt("training_mode", 0) == 0 && bn.GetInt("spatial", 1) == 1;
+}
+
+// Float32 initializer `name` as doubles when it holds `count` values; nullopt otherwise.
+std::optional<std::vector<double>> FloatValues(const Graph& graph, const std::string& name, int64_t count) {
+  const Tensor& t = graph.initializers.at(name);
+  if (t.dtype() != DataType::kFloat32 || t.numel() != count) return std::nullopt;
+  return t.ToDoubleVector();
+}
+
+}  // namespace
+
+size_t FoldBatchNormIntoConv(Graph& graph) {
+  Rewriter rewriter(graph);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& bn = graph.nodes[k];
+    if (!IsInferenceBatchNorm(bn)) continue;
+    Node* conv = rewriter.SoleProducer(bn.inputs[0], "Conv");
+    if (!conv || conv->inputs.size() < 2 || conv->inputs[1].empty()) continue;
+    const bool has_bias = conv->inputs.size() > 2 && !conv->inputs[2].empty();
+    bool constant = rewriter.IsConstant(conv->inputs[1]) && (!has_bias || rewriter.IsConstant(conv->inputs[2]));
+    for (size_t i = 1; i < 5; ++i) constant = constant && rewriter.IsConstant(bn.inputs[i]);
+    if (!constant) continue;
+    const Tensor& w = graph.initializers.at(conv->inputs[1]);
+    if (w.dtype() != DataType::kFloat32 || w.rank() < 3 || w.dim(0) <= 0) continue;
+    const int64_t channels = w.dim(0);
+    auto scale = FloatValues(graph, bn.inputs[1], channels), shift = FloatValues(graph, bn.inputs[2], channels);
+    auto mean = FloatValues(graph, bn.inputs[3], channels), var = FloatValues(graph, bn.inputs[4], channels);
+    auto bias = has_bias ? FloatValues(graph, conv->inputs[2], channels) : std::vector<double>(channels, 0.0);
+    if (!scale || !shift || !mean || !var || !bias) continue;
+    const double epsilon = bn.GetFloat("epsilon", 1e-5f);
+    const int64_t per_channel = w.numel() / channels;
+    const std::vector<double> weights = w.ToDoubleVector();
+    Tensor folded_w(DataType::kFloat32, w.shape(), "folded Conv weight");
+    Tensor folded_b(DataType::kFloat32, {channels}, "folded Conv bias");
+    float* wp = folded_w.data<float>();
+    float* bp = folded_b.data<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      const double s = (*scale)[c] / std::sqrt((*var)[c] + epsilon);
+      for (int64_t j = c * per_channel; j < (c + 1) * per_channel; ++j) wp[j] = static_cast<float>(weights[j] * s);
+      bp[c] = static_cast<float>(((*bias)[c] - (*mean)[c]) * s + (*shift)[c]);
+    }
+    const std::string w_name = rewriter.FreshName(conv->inputs[1] + "/bn_folded");
+    const std::string b_name = rewriter.FreshName((has_bias ? conv->inputs[2] : conv->inputs[1]) + "/bn_folded_bias");
+    graph.initializers[w_name] = std::move(folded_w);
+    graph.initializers[b_name] = std::move(folded_b);
+    for (size_t i = 1; i < 5; ++i) rewriter.DropRead(bn.inputs[i]);
+    for (size_t i = 1; i < (has_bias ? 3 : 2); ++i) rewriter.DropRead(conv->inputs[i]);
+    conv->inputs.resize(3);
+    conv->inputs[1] = w_name;
+    conv->inputs[2] = b_name;
+    rewriter.Absorb(*conv, k);
+  }
+  return rewriter.Finish();
+}
+
+size_t FuseConvReluMaxPool(Graph& graph) {
+  Rewriter rewriter(graph);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& pool = graph.nodes[k];
+    if (!pool.domain.empty() || pool.op_type != "MaxPool" || pool.inputs.size() != 1 || pool.outputs.empty() ||
+        pool.outputs[0].empty())
+      continue;
+    bool indices_unread = true;
+    for (size_t i = 1; i < pool.outputs.size(); ++i)
+      indices_unread = indices_unread && (pool.outputs[i].empty() || rewriter.Reads(pool.outputs[i]) == 0);
+    Node* relu = indices_unread ? rewriter.SoleProducer(pool.inputs[0], "Relu") : nullptr;
+    Node* conv = relu && relu->inputs.size() == 1 ? rewriter.SoleProducer(relu->inputs[0], "Conv") : nullptr;
+    if (!conv) continue;
+    conv->domain = kEdgetrainDomain;
+    conv->op_type = "ConvReluMaxPool";
+    conv->opset = 1;  // the model need not import ai.edgetrain
+    for (const auto& [name, value] : pool.attributes)
+      if (name != "storage_order") conv->attributes["pool_" + name] = value;
+    rewriter.Absorb(*conv, k, {relu});
+  }
+  return rewriter.Finish();
+}
+
+size_t FuseReluIntoProducers(Graph& graph) {
+  Rewriter rewriter(graph);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& relu = graph.nodes[k];
+    if (!relu.domain.empty() || relu.op_type != "Relu" || relu.inputs.size() != 1 || relu.outputs.size() != 1) continue;
+    Node* producer = rewriter.SoleProducer(relu.inputs[0], "Conv");
+    const char* fused = "FusedConv";
+    if (!producer) {
+      producer = rewriter.SoleProducer(relu.inputs[0], "Gemm");
+      fused = "FusedGemm";
+    }
+    if (!producer) continue;
+    producer->domain = kMicrosoftDomain;
+    producer->op_type = fused;
+    producer->opset = 1;  // the model need not import com.microsoft
+    producer->attributes["activation"] = Attribute::String("Relu");
+    rewriter.Absorb(*producer, k);
+  }
+  return rewriter.Finish();
 }
 
 }  // namespace edgetrain

@@ -27,4 +27,24 @@ using NodeEvaluator =
 // and for which `can_fold(node)` holds by initializers holding its outputs. Returns the count.
 size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::function<bool(const Node&)>& can_fold);
 
+// Graph fusions for execution, each a pattern rewrite that changes no result beyond float rounding.
+// A value counts as read by a node anywhere in the graph (subgraphs included) or as a graph output.
+
+// Folds BatchNormalization(Conv(X, W, B)) into the Conv when the BatchNormalization is in inference
+// form (one output, not training_mode, spatial) with constant float32 scale, bias, mean and variance,
+// the Conv's W (and B, if any) are constant float32 initializers and nothing but the BatchNormalization
+// reads the Conv's output. W' = W * s, B' = (B - mean) * s + bias with s = scale / sqrt(var + epsilon),
+// computed in double, become new initializers. Returns the number of folds.
+size_t FoldBatchNormIntoConv(Graph& graph);
+
+// Replaces MaxPool(Relu(Conv(X, W, B))) by ai.edgetrain ConvReluMaxPool (MaxPool's attributes
+// named "pool_<attribute>") when nothing but the Relu reads the Conv's output, nothing but the
+// MaxPool reads the Relu's, and nothing reads the MaxPool's Indices. Returns the number of fusions.
+size_t FuseConvReluMaxPool(Graph& graph);
+
+// Replaces Relu(Conv(...)) by com.microsoft FusedConv and Relu(Gemm(...)) by com.microsoft FusedGemm,
+// each with activation "Relu" (ONNX Runtime's contrib operators), when nothing but the Relu reads
+// the Conv's or Gemm's output. Returns the number of fusions.
+size_t FuseReluIntoProducers(Graph& graph);
+
 }  // namespace edgetrain

@@ -1,6 +1,7 @@
 // Conv and ConvTranspose over any number of spatial dimensions, per group: im2col + GEMM for Conv,
-// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad. Float32
-// passes run on oneDNN (conv_dnnl.cpp) when that backend is active and takes the configuration.
+// GEMM + col2im for ConvTranspose; their gradients, with the fused ai.edgetrain.ConvGrad; the fused
+// ai.edgetrain.ConvReluMaxPool that sessions make (ir/passes.hpp). Float32 passes run on oneDNN
+// (conv_dnnl.cpp) when that backend is active and takes the configuration.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -214,9 +215,10 @@ Shape ConvOutputShape(const ConvGeometry& g) {
   return shape;
 }
 
-// y = conv(x, w) + b (b may be null); all contiguous, layouts as in ONNX.
+// y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
-void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp) {
+void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
+                 bool relu = false) {
   const size_t spatial = g.input.size();
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
@@ -241,32 +243,74 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
     }
     Gemm<T>(false, false, mg, out_size, rows, T(1), wp + grp * mg * rows, rows, columns, out_size, beta, y_ng, out_size,
             pool);
+    if (relu)  // while the image is still in cache
+      for (int64_t i = 0; i < mg * out_size; ++i) y_ng[i] = y_ng[i] > T(0) ? y_ng[i] : T(0);
   });
 }
 
-void ConvKernel(KernelContext& ctx) {
+// Checks Conv's inputs X, W and B (optional) and derives the geometry.
+ConvGeometry CheckedConvGeometry(const KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(1);
   const std::string& what = ctx.node().Describe();
   ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
   const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
-  const bool has_bias = ctx.HasInput(2);
-  if (has_bias) {
+  if (ctx.HasInput(2)) {
     const Tensor& b = ctx.Input(2);
     ET_CHECK(b.numel() == g.out_channels && b.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": bias of shape ",
              ShapeToString(b.shape()), " does not match ", g.out_channels, " output channels");
   }
-  Tensor& y = ctx.Output(0, ConvOutputShape(g), x.dtype());
-  VisitFloat(x.dtype(), what, [&](auto tag) {
+  return g;
+}
+
+// y = Conv(X, W, B) of the node's inputs, then max(y, 0) when `relu`.
+void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
+    const T* bp = ctx.HasInput(2) ? ctx.Input(2).data<T>() : nullptr;
     if constexpr (std::is_same_v<T, float>) {
       if (UseDnnl() &&
-          conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads()))
+          conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
         return;
     }
-    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>());
+    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
   });
+}
+
+}  // namespace
+
+Tensor& ConvForwardKernel(KernelContext& ctx, bool relu) {
+  const ConvGeometry g = CheckedConvGeometry(ctx);
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), ctx.Input(0).dtype());
+  ConvInto(ctx, g, y, relu);
+  return y;
+}
+
+namespace {
+
+void ConvKernel(KernelContext& ctx) { ConvForwardKernel(ctx, false); }
+
+// ai.edgetrain.ConvReluMaxPool(X, W, B?) = MaxPool(Relu(Conv(X, W, B))), with Conv's attributes and
+// MaxPool's named "pool_<attribute>". On oneDNN the Conv's output stays in oneDNN's blocked layout
+// for the pooling; the reference path pools a plain Conv output kept as scratch.
+void ConvReluMaxPoolKernel(KernelContext& ctx) {
+  const ConvGeometry g = CheckedConvGeometry(ctx);
+  const Tensor& x = ctx.Input(0);
+  const Shape conv_shape = ConvOutputShape(g);
+  const PoolGeometry pool = ReadPoolGeometry(ctx, conv_shape, true, "pool_");
+  Shape pooled_shape = {g.batch, g.out_channels};
+  pooled_shape.insert(pooled_shape.end(), pool.output.begin(), pool.output.end());
+  Tensor& y = ctx.Output(0, pooled_shape, x.dtype());
+  if (x.dtype() == DataType::kFloat32 && UseDnnl() &&
+      conv_dnnl::ConvReluMaxPoolForward(g, pool, x.data<float>(), ctx.Input(1).data<float>(),
+                                        ctx.HasInput(2) ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
+                                        ctx.threads().num_threads()))
+    return;
+  Tensor& conv = ctx.Output(1, conv_shape, x.dtype());  // the node has one output: scratch kept between runs
+  ConvInto(ctx, g, conv, true);
+  MaxPoolCompute(ctx, conv, pool, y);
 }
 
 // Values of an int8/uint8 tensor minus a zero point that is a scalar or one value per block of
@@ -591,6 +635,23 @@ namespace {
 
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
 
+// ConvReluMaxPool in standard ops: Conv, Relu, MaxPool.
+std::shared_ptr<const FunctionDef> ConvReluMaxPoolFunction() {
+  FunctionBuilder b("ConvReluMaxPool", {"X", "W", "B"}, {"Y"},
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "pool_auto_pad",
+                     "pool_ceil_mode", "pool_dilations", "pool_kernel_shape", "pool_pads", "pool_strides"});
+  auto attributes = [](const std::string& prefix) {
+    std::map<std::string, Attribute> a = {{"auto_pad", Attribute::Ref(Attribute::Kind::kString, prefix + "auto_pad")}};
+    for (const char* name : {"dilations", "kernel_shape", "pads", "strides"}) a[name] = RefInts(prefix + name);
+    return a;
+  };
+  std::map<std::string, Attribute> conv = attributes(""), pool = attributes("pool_");
+  conv["group"] = Attribute::Ref(Attribute::Kind::kInt, "group");
+  pool["ceil_mode"] = Attribute::Ref(Attribute::Kind::kInt, "pool_ceil_mode");
+  b.Op("MaxPool", {b.Op("Relu", {b.Op("Conv", {"X", "W", "B"}, "conv", conv)}, "relu")}, "Y", pool);
+  return b.Build();
+}
+
 // ConvGrad in standard ops (any spatial rank; shapes read at run time):
 //  dX = ConvTranspose(dY, W) without padding, then cropped by the pads (Pad with negative amounts);
 //  dW = Conv of X with channels and batch swapped (per group) by dY used as the kernel, strides and
@@ -778,6 +839,7 @@ void RegisterConvOps(OpRegistry& r) {
   r.SetGradient("Conv", ConvGradient);
   r.SetGradient("ConvTranspose", ConvTransposeGradient);
   RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction());
+  RegisterFused(r, "ConvReluMaxPool", ConvReluMaxPoolKernel, ConvReluMaxPoolFunction());
 }
 
 }  // namespace edgetrain

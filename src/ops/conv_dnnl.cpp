@@ -21,7 +21,7 @@ namespace {
 
 using dnnl::memory;
 
-enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights, kTransposeForward };
+enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights, kTransposeForward, kForwardReluMaxPool };
 
 // One primitive execution and its arguments.
 struct Step {
@@ -95,9 +95,11 @@ struct Arg {
   bool output;
 };
 
-// The Call around a primitive whose pd is `pd`.
+// The Call around a primitive whose pd is `pd`: `args` are the caller's tensors, `internal` memory
+// the Call keeps (in the primitive's own layout) between this primitive and the next.
 template <typename Primitive>
-Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Arg>& args) {
+Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Arg>& args,
+              const std::vector<std::pair<int, memory>>& internal = {}) {
   const dnnl::engine& engine = dnnl_util::CpuEngine();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -110,8 +112,9 @@ Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Ar
   };
   std::vector<Pending> before, after;
   Step main{Primitive(pd), {}};
-  call.owned.reserve(args.size());
+  call.owned.reserve(args.size() + internal.size());  // Pending points into both vectors
   call.tensors.reserve(args.size());
+  for (const auto& [id, kept] : internal) main.args.push_back({id, call.owned.emplace_back(kept).get()});
   for (const Arg& arg : args) {
     const memory& tensor = call.tensors.emplace_back(arg.id, memory(arg.tensor, engine, nullptr)).second;
     const memory::desc chosen = pd.query_md(dnnl::query::exec_arg_md, arg.id);
@@ -146,10 +149,27 @@ Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Ar
   return call;
 }
 
+// `next`'s steps run after `call`'s, on one scratchpad (the larger of the two).
+void Chain(Call& call, Call next) {
+  call.steps.insert(call.steps.end(), std::make_move_iterator(next.steps.begin()),
+                    std::make_move_iterator(next.steps.end()));
+  call.tensors.insert(call.tensors.end(), next.tensors.begin(), next.tensors.end());
+  call.owned.insert(call.owned.end(), next.owned.begin(), next.owned.end());
+  call.scratchpad_bytes = std::max(call.scratchpad_bytes, next.scratchpad_bytes);
+  call.scratchpad = memory(
+      memory::desc({static_cast<memory::dim>(call.scratchpad_bytes)}, memory::data_type::u8, memory::format_tag::x),
+      dnnl_util::CpuEngine(), nullptr);
+  for (Step& step : call.steps)
+    for (dnnl_exec_arg_t& arg : step.args)
+      if (arg.arg == DNNL_ARG_SCRATCHPAD) arg.memory = call.scratchpad.get();
+}
+
 struct Request {
   Pass pass;
   const ConvGeometry& g;
   bool with_bias;
+  bool relu = false;                   // forward passes: ReLU applied to the output inside the primitive
+  const PoolGeometry* pool = nullptr;  // kForwardReluMaxPool: the pooling of the Conv's output
 };
 
 // Whether the primitive gets to choose its layouts (reorders run around it) rather than work on the
@@ -188,13 +208,39 @@ Call MakeCall(const Request& r) {
       if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
       return Assemble<dnnl::deconvolution_forward>({desc, attr, engine}, args);
     }
+    const bool forward_pass = r.pass == Pass::kForward || r.pass == Pass::kForwardReluMaxPool;
     const dnnl::convolution_forward::desc forward(
         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights,
-        r.pass == Pass::kForward ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
-    if (r.pass == Pass::kForward) {
-      args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DST, dst, true}};
+        forward_pass ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+    if (forward_pass) {
+      if (r.relu) {
+        dnnl::post_ops relu;
+        relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(relu);
+      }
+      args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}};
       if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
-      return Assemble<dnnl::convolution_forward>({forward, attr, engine}, args);
+      if (r.pass == Pass::kForward) {
+        args.push_back({DNNL_ARG_DST, dst, true});
+        return Assemble<dnnl::convolution_forward>({forward, attr, engine}, args);
+      }
+      // The pooling reads the Conv's output in the Conv's layout; only the pooled tensor is reordered.
+      const dnnl::convolution_forward::primitive_desc conv(forward, attr, engine);
+      const memory conv_out(conv.dst_desc(), engine);
+      const PoolGeometry& p = *r.pool;
+      memory::dims pad_end(p.output.size());  // the padding oneDNN needs for exactly p.output windows
+      for (size_t d = 0; d < pad_end.size(); ++d)
+        pad_end[d] = (p.output[d] - 1) * p.strides[d] + p.kernel[d] - p.input[d] - p.pad_begin[d];
+      const memory::desc pooled = Activations(g.batch, g.out_channels, p.output);
+      const dnnl::pooling_forward::desc pool(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+                                             conv.dst_desc(), AnyLayout(pooled), p.strides, p.kernel, p.pad_begin,
+                                             pad_end);
+      dnnl::primitive_attr pool_attr;
+      pool_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      Call call = Assemble<dnnl::convolution_forward>(conv, args, {{DNNL_ARG_DST, conv_out}});
+      Chain(call, Assemble<dnnl::pooling_forward>({pool, pool_attr, engine}, {{DNNL_ARG_DST, pooled, true}},
+                                                  {{DNNL_ARG_SRC, conv_out}}));
+      return call;
     }
     const dnnl::convolution_forward::primitive_desc hint(forward, engine);
     if (r.pass == Pass::kBackwardData) {
@@ -221,8 +267,8 @@ Call& CachedCall(const Request& r) {
   const ConvGeometry& g = r.g;
   key.Clear();
   // oneDNN fixes a primitive's thread count when it makes it (from LimitLibraryThreads, called first).
-  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, omp_get_max_threads(), g.batch, g.in_channels,
-           g.out_channels, g.group})
+  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, r.relu ? 1 : 0, omp_get_max_threads(), g.batch,
+           g.in_channels, g.out_channels, g.group})
       .Add(g.input)
       .Add(g.output)
       .Add(g.kernel)
@@ -230,6 +276,7 @@ Call& CachedCall(const Request& r) {
       .Add(g.dilations)
       .Add(g.pad_begin)
       .Add(g.pad_end);
+  if (r.pool) key.Add(r.pool->kernel).Add(r.pool->strides).Add(r.pool->pad_begin).Add(r.pool->output);
   // Capturing one reference keeps the std::function in its small buffer (no allocation on a hit).
   return dnnl_util::Cached<Call>(key, [&r] { return MakeCall(r); });
 }
@@ -246,10 +293,17 @@ bool Describable(const ConvGeometry& g) {
   return true;
 }
 
+// A pass of fewer multiply-adds than this per thread runs on one thread: below it, waking the others
+// for each primitive and reorder costs more than they save (LeNet at batch 1 on 2 threads).
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 17;
+
 // The cached Call for the request on `threads` threads, or null when oneDNN cannot run it.
 Call* Usable(const Request& r, int threads) {
   if (!Describable(r.g)) return nullptr;
-  LimitLibraryThreads(threads);
+  const ConvGeometry& g = r.g;
+  const int64_t macs = g.batch * g.out_channels * (g.in_channels / g.group) * g.KernelSize() *
+                       (r.pass == Pass::kTransposeForward ? g.InputSize() : g.OutputSize());
+  LimitLibraryThreads(macs < 2 * kMinMacsPerThread ? 1 : threads);
   Call& call = CachedCall(r);
   return call.refused ? nullptr : &call;
 }
@@ -278,8 +332,17 @@ bool Run(Call& call, std::initializer_list<ArgData> data) {
 
 }  // namespace
 
-bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads) {
-  Call* call = Usable({Pass::kForward, g, b != nullptr}, threads);
+bool ConvForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads,
+                 bool relu) {
+  Call* call = Usable({Pass::kForward, g, b != nullptr, relu}, threads);
+  return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+}
+
+bool ConvReluMaxPoolForward(const ConvGeometry& g, const PoolGeometry& pool, const float* x, const float* w,
+                            const float* b, float* y, int threads) {
+  for (int64_t d : pool.dilations)
+    if (d != 1) return false;
+  Call* call = Usable({Pass::kForwardReluMaxPool, g, b != nullptr, true, &pool}, threads);
   return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
 }
 
@@ -303,7 +366,11 @@ bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w,
 
 #else
 
-bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }
+bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int, bool) { return false; }
+bool ConvReluMaxPoolForward(const ConvGeometry&, const PoolGeometry&, const float*, const float*, const float*, float*,
+                            int) {
+  return false;
+}
 bool ConvBackwardData(const ConvGeometry&, const float*, const float*, float*, int) { return false; }
 bool ConvBackwardWeights(const ConvGeometry&, const float*, const float*, float*, float*, int) { return false; }
 bool ConvTransposeForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }

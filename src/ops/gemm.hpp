@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -250,10 +251,14 @@ void Serial(const Operands<T>& g) {
 // refused the call (then the reference code runs). Defined in gemm_dnnl.cpp.
 bool DnnlSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads);
-// Y[m x n] = A[m x k] * op(B) + bias[n] (bias may be null; Y contiguous) as one cached oneDNN
-// matmul primitive: the Gemm operator's usual case (a linear layer). False as DnnlSgemm.
-bool DnnlLinear(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                bool trans_b, const float* bias, float* y, int threads);
+// Y[m x n] = A[m x k] * op(B) + bias[n] (bias may be null; Y contiguous), then max(Y, 0) when `relu`
+// (a post-op), as one cached oneDNN matmul primitive: the Gemm operator's usual case (a linear
+// layer). With `constant_weights` (a node's NodeState, for a B that never changes) the primitive and
+// B reordered into the layout it prefers are kept there, made again only when the configuration or
+// B's address changes. False as DnnlSgemm.
+bool DnnlLinear(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool trans_b,
+                const float* bias, float* y, int threads, bool relu = false,
+                std::shared_ptr<void>* constant_weights = nullptr);
 // C = A * B for stacks of matrices on oneDNN's matmul primitive, in one call: contiguous tensors of
 // equal rank ([batch..., m, k], [batch..., k, n], [batch..., m, n]) whose batch dims are equal or 1
 // (broadcast). False as DnnlSgemm.

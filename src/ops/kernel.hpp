@@ -29,11 +29,6 @@ struct RuntimeValue {
   }
 };
 
-// The domain of edgetrain's own (fused) operators.
-inline constexpr const char* kEdgetrainDomain = "ai.edgetrain";
-// Operators ONNX Runtime emits in its training artifacts (run so ORT users need not regenerate).
-inline constexpr const char* kMicrosoftDomain = "com.microsoft";
-
 class KernelContext {
  public:
   virtual ~KernelContext() = default;
@@ -84,6 +79,17 @@ class KernelContext {
     (void)i;
     return false;
   }
+
+  // True when input i is a constant of the session (an initializer no feed can override): the same
+  // values on every run, so a kernel may keep a transformed copy in its NodeState.
+  virtual bool InputIsConstant(size_t i) const {
+    (void)i;
+    return false;
+  }
+
+  // What a kernel keeps for its node from one run to the next (weights packed from a constant input),
+  // owned by the session and freed with it; null where nothing is kept (constant folding).
+  virtual std::shared_ptr<void>* NodeState() { return nullptr; }
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.

@@ -272,7 +272,7 @@ void QLinearMatMulKernel(KernelContext& ctx) {
 
 }  // namespace
 
-Tensor& GemmForward(KernelContext& ctx) {
+Tensor& GemmForward(KernelContext& ctx, bool relu) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
   const std::string& what = ctx.node().Describe();
@@ -303,7 +303,8 @@ Tensor& GemmForward(KernelContext& ctx) {
   if (a.dtype() == DataType::kFloat32 && UseDnnl() && !trans_a && alpha == 1.0 && m >= 8 && bias_row &&
       (!has_c || beta_attr == 1.0) &&
       gemm_detail::DnnlLinear(m, n, k, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), trans_b,
-                              has_c ? ctx.Input(2).data<float>() : nullptr, y.data<float>(), ctx.threads().num_threads()))
+                              has_c ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
+                              ctx.threads().num_threads(), relu, ctx.InputIsConstant(1) ? ctx.NodeState() : nullptr))
     return y;
   VisitNumeric(a.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -346,6 +347,8 @@ Tensor& GemmForward(KernelContext& ctx) {
         }
       });
     }
+    if (relu)
+      for (int64_t i = 0; i < m * n; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
   });
   return y;
 }

@@ -1,5 +1,5 @@
 // ONNX Runtime's fused and training operators as its training artifacts use them, with ORT's inputs,
-// outputs, attributes and schema defaults: FusedMatMul/TransposeMatMul, FusedGemm, ConvGrad,
+// outputs, attributes and schema defaults: FusedMatMul/TransposeMatMul, FusedGemm, FusedConv, ConvGrad,
 // MaxPoolGrad, AveragePoolGrad, BatchNormInternal, BatchNormalizationGrad and the optimizers
 // AdamWOptimizer, SGDOptimizerV2, InplaceClipGradNorm. The math is shared with edgetrain's own
 // kernels (ops/shared_kernels.hpp, *_util.hpp). ORT updates optimizer state in place; these kernels
@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ops/activation_util.hpp"
@@ -100,27 +101,51 @@ void FusedMatMulKernel(KernelContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// FusedGemm: Gemm followed by the activation its attribute 'activation' names, with that
-// activation's attributes prefixed "activation_" (activation_alpha, ...). No activation: plain Gemm.
+// FusedGemm and FusedConv: Gemm or Conv followed by the activation their attribute 'activation'
+// names (none: the plain op). Relu runs inside the Gemm or Conv kernel, any other as a pass over Y.
 
+void CheckActivation(const Node& node, const std::string& activation, const ActivationAttr& attr) {
+  ET_CHECK(activation.empty() || VisitActivation(activation, attr, [](auto) {}), ErrorCode::kNotImplemented,
+           node.Describe(), ": activation '", activation,
+           "' is not supported (Relu, LeakyRelu, Tanh, Sigmoid, HardSigmoid, Elu, Celu, Selu, Softplus, Softsign, "
+           "ThresholdedRelu, ParametricSoftplus, ScaledTanh)");
+}
+
+// Y = activation(Y) in place for an activation other than Relu (which the kernels fuse).
+void ApplyActivation(KernelContext& ctx, Tensor& y, const std::string& activation, const ActivationAttr& attr) {
+  if (activation.empty() || activation == "Relu") return;
+  VisitActivation(activation, attr, [&](auto element) {
+    elementwise::VisitFloatMath(y.dtype(), ctx.node().Describe(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      elementwise::UnaryMap<T, T>(ctx.threads(), y, y, element);
+    });
+  });
+}
+
+// FusedGemm names the activation's attributes with the prefix "activation_" (activation_alpha, ...).
 void FusedGemmKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   const std::string activation = node.GetString("activation", "");
   const ActivationAttr attr = [&node](const char* name, double fallback) {
     return node.GetFloat(std::string("activation_") + name, static_cast<float>(fallback));
   };
-  ET_CHECK(activation.empty() || VisitActivation(activation, attr, [](auto) {}), ErrorCode::kNotImplemented,
-           node.Describe(), ": activation '", activation,
-           "' is not supported (Relu, LeakyRelu, Tanh, Sigmoid, HardSigmoid, Elu, Celu, Selu, Softplus, Softsign, "
-           "ThresholdedRelu, ParametricSoftplus, ScaledTanh)");
-  Tensor& y = GemmForward(ctx);
-  if (activation.empty()) return;
-  VisitActivation(activation, attr, [&](auto element) {
-    elementwise::VisitFloatMath(y.dtype(), node.Describe(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      elementwise::UnaryMap<T, T>(ctx.threads(), y, y, element);
-    });
-  });
+  CheckActivation(node, activation, attr);
+  ApplyActivation(ctx, GemmForward(ctx, activation == "Relu"), activation, attr);
+}
+
+// FusedConv(X, W, B?, Z?) lists the activation's parameters in 'activation_params' (alpha first, then
+// beta or gamma). The residual input Z is not supported.
+void FusedConvKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const std::string activation = node.GetString("activation", "");
+  const std::vector<float> params = node.GetFloats("activation_params");
+  const ActivationAttr attr = [&params](const char* name, double fallback) {
+    const size_t index = std::string_view(name) == "alpha" ? 0 : 1;
+    return index < params.size() ? static_cast<double>(params[index]) : fallback;
+  };
+  CheckActivation(node, activation, attr);
+  ET_CHECK(!ctx.HasInput(3), ErrorCode::kNotImplemented, node.Describe(), ": the sum input Z is not supported");
+  ApplyActivation(ctx, ConvForwardKernel(ctx, activation == "Relu"), activation, attr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +400,7 @@ void RegisterOrtFusedOps(OpRegistry& r) {
   RegisterMicrosoft(r, "FusedMatMul", FusedMatMulKernel);
   RegisterMicrosoft(r, "TransposeMatMul", FusedMatMulKernel);
   RegisterMicrosoft(r, "FusedGemm", FusedGemmKernel);
+  RegisterMicrosoft(r, "FusedConv", FusedConvKernel);
   RegisterMicrosoft(r, "ConvGrad", ConvGradKernel);
   // dX has the shape the model declares (DeclaredPoolInputShape).
   RegisterOnnx(r, "MaxPoolGrad", MaxPoolGradKernel).reads_declared_outputs = true;

@@ -24,20 +24,10 @@ namespace {
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
-struct PoolGeometry {
-  int64_t planes = 0;  // batch * channels
-  Int64Vector input, output, kernel, strides, dilations, pad_begin, pad_end;
-  int64_t InputSize() const { return Product(input); }
-  int64_t OutputSize() const { return Product(output); }
-  static int64_t Product(const Int64Vector& v) {
-    int64_t p = 1;
-    for (int64_t x : v) p *= x;
-    return p;
-  }
-};
+}  // namespace
 
-// Reads kernel_shape, strides, dilations, pads, auto_pad and ceil_mode and derives the output size.
-PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations) {
+PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations,
+                              const std::string& prefix) {
   const Node& node = ctx.node();
   const std::string& what = node.Describe();
   ET_CHECK(x.size() >= 3, ErrorCode::kInvalidArgument, what, ": pooling needs an input of rank >= 3, got ",
@@ -46,21 +36,22 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
   PoolGeometry g;
   g.planes = x[0] * x[1];
   g.input.assign(x.begin() + 2, x.end());
-  ET_CHECK(node.HasAttr("kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute 'kernel_shape' is required");
-  g.kernel = node.GetInts("kernel_shape");
-  g.strides = node.GetInts("strides", Int64Vector(spatial, 1));
-  g.dilations = allow_dilations ? node.GetInts("dilations", Int64Vector(spatial, 1)) : Int64Vector(spatial, 1);
-  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
+  ET_CHECK(node.HasAttr(prefix + "kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute '", prefix,
+           "kernel_shape' is required");
+  g.kernel = node.GetInts(prefix + "kernel_shape");
+  g.strides = node.GetInts(prefix + "strides", Int64Vector(spatial, 1));
+  g.dilations = allow_dilations ? node.GetInts(prefix + "dilations", Int64Vector(spatial, 1)) : Int64Vector(spatial, 1);
+  Int64Vector pads = node.GetInts(prefix + "pads", Int64Vector(2 * spatial, 0));
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
            " spatial dimensions of input ", ShapeToString(x));
   g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(spatial));
   g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  const std::string auto_pad = node.GetString(prefix + "auto_pad", "NOTSET");
   ET_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER",
            ErrorCode::kNotImplemented, what, ": auto_pad '", auto_pad, "' is not supported");
-  const bool ceil_mode = node.GetInt("ceil_mode", 0) != 0;
+  const bool ceil_mode = node.GetInt(prefix + "ceil_mode", 0) != 0;
   g.output.resize(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     ET_CHECK(g.kernel[d] >= 1 && g.strides[d] >= 1 && g.dilations[d] >= 1 && g.pad_begin[d] >= 0 && g.pad_end[d] >= 0,
@@ -83,6 +74,8 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
   }
   return g;
 }
+
+namespace {
 
 // For every output position, the row-major spatial offsets of the input taps its window covers
 // (taps outside the input are skipped), and how many taps fall inside the padded input.
@@ -218,21 +211,15 @@ int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
   return result;
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // MaxPool (optional Indices output: flat index into the input, honouring storage_order)
 
-void MaxPoolKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.Input(0);
+void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices,
+                    int64_t storage_order) {
   const std::string& what = ctx.node().Describe();
-  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
-  const int64_t storage_order = ctx.node().GetInt("storage_order", 0);
-  ET_CHECK(storage_order == 0 || storage_order == 1, ErrorCode::kInvalidArgument, what, ": storage_order ",
-           storage_order, " must be 0 or 1");
   const PoolWindows windows = BuildWindows(g);
-  const Shape out_shape = PoolOutputShape(x.shape(), g.output);
-  Tensor& y = ctx.Output(0, out_shape, x.dtype());
-  const bool want_indices = ctx.HasOutput(1);
-  int64_t* indices = want_indices ? ctx.Output(1, out_shape, DataType::kInt64).data<int64_t>() : nullptr;
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitNumeric(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -251,6 +238,20 @@ void MaxPoolKernel(KernelContext& ctx) {
       }
     });
   });
+}
+
+namespace {
+
+void MaxPoolKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
+  const int64_t storage_order = ctx.node().GetInt("storage_order", 0);
+  ET_CHECK(storage_order == 0 || storage_order == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": storage_order ", storage_order, " must be 0 or 1");
+  const Shape out_shape = PoolOutputShape(x.shape(), g.output);
+  Tensor& y = ctx.Output(0, out_shape, x.dtype());
+  int64_t* indices = ctx.HasOutput(1) ? ctx.Output(1, out_shape, DataType::kInt64).data<int64_t>() : nullptr;
+  MaxPoolCompute(ctx, x, g, y, indices, storage_order);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ void RegisterLossOps(OpRegistry& r);           // loss.cpp: SoftmaxCrossEntropyL
 void RegisterShapeOps(OpRegistry& r);          // shape.cpp: Reshape, Transpose, Concat, Split, Slice, Pad, ...
 void RegisterIndexingOps(OpRegistry& r);       // indexing.cpp: Gather*, Scatter*, OneHot, NonZero, Trilu, Resize, ...
 void RegisterMatMulOps(OpRegistry& r);         // matmul.cpp: MatMul, Gemm, Einsum
-void RegisterConvOps(OpRegistry& r);           // conv.cpp: Conv, ConvTranspose
+void RegisterConvOps(OpRegistry& r);           // conv.cpp: Conv, ConvTranspose, ConvReluMaxPool
 void RegisterPoolOps(OpRegistry& r);           // pool.cpp: MaxPool, AveragePool, Global*Pool
 void RegisterNormalizationOps(OpRegistry& r);  // normalization.cpp: BatchNorm, InstanceNorm, LayerNorm, LpNorm, MVN
 void RegisterRandomOps(OpRegistry& r);         // random.cpp: Dropout, RandomNormal, RandomUniform, ...
@@ -22,6 +22,6 @@ void RegisterControlFlowOps(OpRegistry& r);    // control_flow.cpp: Identity, Co
 void RegisterOptimizerOps(OpRegistry& r);      // optimizer.cpp: fused AdamWUpdate, SGDUpdate, SGDMomentumUpdate
 // ONNX Runtime's training operators (com.microsoft, plus the few ORT registers in the ONNX domain).
 void RegisterOrtGradientOps(OpRegistry& r);     // ort_gradients.cpp: *Grad, InPlaceAccumulatorV2, dropout, losses
-void RegisterOrtFusedOps(OpRegistry& r);        // ort_fused.cpp: FusedMatMul/Gemm, BatchNormInternal, optimizers
+void RegisterOrtFusedOps(OpRegistry& r);        // ort_fused.cpp: FusedMatMul/Gemm/Conv, BatchNormInternal, optimizers
 
 }  // namespace edgetrain

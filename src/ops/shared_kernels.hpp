@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/function_ref.hpp"
+#include "ops/conv_dnnl.hpp"
 #include "ops/kernel.hpp"
 #include "ops/softmax_util.hpp"
 
@@ -59,14 +60,27 @@ std::vector<int64_t> BatchOffsets(const Shape& shape, const Shape& out);
 // after another with the pool passed on to split each. `work_per_product` counts multiply-adds.
 void ForEachProduct(ThreadPool& pool, int64_t count, int64_t work_per_product,
                     FunctionRef<void(int64_t, ThreadPool*)> product);
-// Gemm (attributes transA, transB, alpha, beta; optional C) into output 0, which it returns.
-Tensor& GemmForward(KernelContext& ctx);
+// Gemm (attributes transA, transB, alpha, beta; optional C) into output 0, which it returns; with
+// `relu` the output is max(Gemm, 0) (fused into oneDNN's matmul where that runs it).
+Tensor& GemmForward(KernelContext& ctx, bool relu = false);
 
 // ---- conv.cpp ----
+// Conv (X, W, B?) with Conv's attributes into output 0, which it returns; with `relu` the output is
+// max(Conv, 0), applied inside the kernel (a oneDNN post-op, or per image on the reference path).
+Tensor& ConvForwardKernel(KernelContext& ctx, bool relu);
 // (dY, X, W) -> (dX, dW, dB) of Conv with Conv's attributes; only requested outputs are computed.
 void ConvGradKernel(KernelContext& ctx);
 
 // ---- pool.cpp ----
+// The windows of MaxPool/AveragePool over an input of shape `x` from the node's attributes
+// kernel_shape, strides, dilations (when allowed), pads, auto_pad and ceil_mode, each named with
+// `prefix` first (ConvReluMaxPool's "pool_").
+PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations,
+                              const std::string& prefix = "");
+// Y = MaxPool(X) over the windows of `g`, and the flat index of each maximum when `indices` is not
+// null (row-major within each plane, column-major with storage_order 1).
+void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices = nullptr,
+                    int64_t storage_order = 0);
 // dX of AveragePool (its attributes on the node) for an input of shape `x_shape`, as output 0.
 void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_shape);
 

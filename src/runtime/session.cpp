@@ -42,14 +42,15 @@ class StepContext final : public KernelContext {
   StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
               const std::vector<const RuntimeValue*>& inputs, const std::vector<RuntimeValue*>& outputs,
               std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, size_t step,
-              const Graph* graph)
+              const Graph* graph, std::shared_ptr<void>* state = nullptr)
       : inputs_(inputs),
         outputs_(outputs),
         scratch_(scratch),
         memory_(memory),
         executor_(executor),
         step_(step),
-        graph_(graph) {
+        graph_(graph),
+        state_(state) {
     node_ = &node;
     opset_ = opset;
     threads_ = threads;
@@ -117,6 +118,8 @@ class StepContext final : public KernelContext {
 
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
   bool InputMayBeOverwritten(size_t i) const override;
+  bool InputIsConstant(size_t i) const override;
+  std::shared_ptr<void>* NodeState() override { return state_; }
 
   const ValueInfo* DeclaredOutput(size_t i) const override {
     if (!graph_ || i >= node_->outputs.size() || node_->outputs[i].empty()) return nullptr;
@@ -128,10 +131,11 @@ class StepContext final : public KernelContext {
   const std::vector<RuntimeValue*>& outputs_;
   std::vector<Tensor>& scratch_;
   OutputMemory& memory_;
-  GraphExecutor* executor_;   // runs subgraphs; null where they cannot run
-  size_t step_;               // the node's place in executor_'s order
-  const Graph* graph_;        // the graph the node belongs to, for DeclaredOutput
-  RuntimeValue unrequested_;  // an unrequested output sequence, filled and dropped
+  GraphExecutor* executor_;       // runs subgraphs; null where they cannot run
+  size_t step_;                   // the node's place in executor_'s order
+  const Graph* graph_;            // the graph the node belongs to, for DeclaredOutput
+  std::shared_ptr<void>* state_;  // the node's kernel state, kept across runs
+  RuntimeValue unrequested_;      // an unrequested output sequence, filled and dropped
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
@@ -236,7 +240,7 @@ class GraphExecutor {
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
-                      step.memory, this, k, &graph_);
+                      step.memory, this, k, &graph_, &step.state);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       for (size_t s : step.release) Clear(values_[s]);
     }
@@ -277,6 +281,10 @@ class GraphExecutor {
 
   void BindOutput(size_t slot, const Tensor& target) { bound_[slot] = target; }
   void AllowOverwrite(size_t slot) { overwritable_[slot] = true; }
+  bool IsConstant(size_t k, size_t input) const {
+    const size_t slot = steps_[k].inputs[input];
+    return slot != kNoSlot && is_initializer_[slot] && !overridable_[slot];
+  }
   bool MayOverwrite(size_t k, size_t input) const {
     const size_t slot = steps_[k].inputs[input];
     return slot != kNoSlot && overwritable_[slot] && last_use_[slot] == static_cast<int64_t>(k);
@@ -338,6 +346,7 @@ class GraphExecutor {
     std::vector<RuntimeValue*> output_values;
     std::vector<Tensor> scratch;  // unrequested outputs, reused between runs
     StepMemory memory;
+    std::shared_ptr<void> state;  // the kernel's NodeState
   };
 
   // True when output `slot` (made by step k) is bound and may be written there: same dtype and
@@ -435,7 +444,11 @@ class GraphExecutor {
       is_initializer_[slot] = true;
       values_[slot].tensor = tensor;
     }
-    for (const auto& in : graph_.inputs) input_slots_.push_back(slot_of_[in.name]);
+    overridable_.assign(values_.size(), false);
+    for (const auto& in : graph_.inputs) {
+      input_slots_.push_back(slot_of_[in.name]);
+      overridable_[slot_of_[in.name]] = true;
+    }
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
       for (size_t s : step.inputs) step.input_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
@@ -524,6 +537,7 @@ class GraphExecutor {
   std::vector<Step> steps_;
   std::vector<bool> pinned_;  // never released or placed in the arena during a run
   std::vector<bool> is_initializer_;
+  std::vector<bool> overridable_;    // per slot: a graph input (an initializer a feed may replace)
   std::vector<size_t> input_slots_;  // the graph inputs'
   std::vector<Tensor> bound_;        // per slot: where a bound output is written (BindOutput)
   std::vector<bool> overwritable_;   // per slot: fed values a kernel may overwrite (AllowOverwrite)
@@ -548,6 +562,10 @@ bool StepContext::InputMayBeOverwritten(size_t i) const {
   return executor_ != nullptr && i < inputs_.size() && executor_->MayOverwrite(step_, i);
 }
 
+bool StepContext::InputIsConstant(size_t i) const {
+  return executor_ != nullptr && i < inputs_.size() && executor_->IsConstant(step_, i);
+}
+
 Session::Session(Model model, SessionOptions options)
     : model_(std::move(model)),
       options_(options),
@@ -569,6 +587,11 @@ Session::Session(Model model, SessionOptions options)
       return EvaluateNode(n, NodeOpset(n, model_), inputs, threads_.get(), &rng_, model_.graph);
     };
     FoldConstants(model_.graph, evaluate, can_fold);
+  }
+  if (options_.fuse_operators) {
+    FoldBatchNormIntoConv(model_.graph);
+    FuseConvReluMaxPool(model_.graph);
+    FuseReluIntoProducers(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);

@@ -22,6 +22,9 @@ struct SessionOptions {
   int num_threads = 1;
   uint64_t seed = 0x5eed;
   bool constant_folding = true;
+  // Graph fusions (ir/passes.hpp): BatchNormalization folded into Conv, Conv-Relu-MaxPool into one
+  // node, Relu into Conv and Gemm.
+  bool fuse_operators = true;
 };
 
 class GraphExecutor;

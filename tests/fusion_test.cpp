@@ -1,0 +1,337 @@
+// The session's graph fusions (ir/passes.hpp): each pattern against the same model run unfused
+// (SessionOptions::fuse_operators off) on random inputs, on both kernel backends, and the graphs
+// where a fusion would change a result and so must not happen.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/kernel_backend.hpp"
+#include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
+#include "ort_op_test_util.hpp"
+
+namespace edgetrain::testing {
+namespace {
+
+Tensor RandomFloats(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0) {
+  const std::vector<double> values = RandomValues(shape, seed, low, high);
+  return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), shape);
+}
+
+// A model under construction: float32 input "x", initializers, nodes, outputs.
+struct ModelBuilder {
+  Model model;
+  uint64_t seed = 1;
+
+  explicit ModelBuilder(const Shape& x_shape, int64_t opset = 17) {
+    model.source = "fusion test";
+    model.opsets = {{"", opset}};
+    model.graph.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, x_shape));
+  }
+  // A random initializer; `positive` draws from [0.5, 1.5) (variances, scales).
+  std::string Initializer(const std::string& name, const Shape& shape, bool positive = false) {
+    model.graph.initializers[name] = positive ? RandomFloats(shape, seed++, 0.5, 1.5) : RandomFloats(shape, seed++);
+    return name;
+  }
+  // Makes initializer `name` a graph input too: a feed may override it, so it is not a constant.
+  void Overridable(const std::string& name) {
+    const Tensor& t = model.graph.initializers.at(name);
+    model.graph.inputs.push_back(ValueInfoOf(name, t.dtype(), t.shape()));
+  }
+  Node& Add(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+            std::map<std::string, Attribute> attributes = {}) {
+    Node node;
+    node.name = op + std::to_string(model.graph.nodes.size());
+    node.op_type = op;
+    node.inputs = std::move(inputs);
+    node.outputs = std::move(outputs);
+    node.attributes = std::move(attributes);
+    model.graph.nodes.push_back(node);
+    return model.graph.nodes.back();
+  }
+  // Conv with weight [out, in/group, k, k] (and a bias unless `bias` is false).
+  std::string Conv(const std::string& x, int64_t in, int64_t out, int64_t k, std::map<std::string, Attribute> attrs,
+                   bool bias = true) {
+    const std::string y = "conv" + std::to_string(model.graph.nodes.size());
+    const int64_t group = attrs.count("group") ? attrs.at("group").i : 1;
+    std::vector<std::string> inputs = {x, Initializer(y + ".w", {out, in / group, k, k})};
+    if (bias) inputs.push_back(Initializer(y + ".b", {out}));
+    Add("Conv", inputs, {y}, std::move(attrs));
+    return y;
+  }
+  std::string BatchNorm(const std::string& x, int64_t channels, std::map<std::string, Attribute> attrs = {}) {
+    const std::string y = "bn" + std::to_string(model.graph.nodes.size());
+    Add("BatchNormalization",
+        {x, Initializer(y + ".scale", {channels}, true), Initializer(y + ".bias", {channels}),
+         Initializer(y + ".mean", {channels}), Initializer(y + ".var", {channels}, true)},
+        {y}, std::move(attrs));
+    return y;
+  }
+  std::string Unary(const std::string& op, const std::string& x, std::map<std::string, Attribute> attrs = {}) {
+    const std::string y = op + std::to_string(model.graph.nodes.size());
+    Add(op, {x}, {y}, std::move(attrs));
+    return y;
+  }
+  // Gemm Y = X W^T + b with W [out, in].
+  std::string Linear(const std::string& x, int64_t in, int64_t out) {
+    const std::string y = "gemm" + std::to_string(model.graph.nodes.size());
+    Add("Gemm", {x, Initializer(y + ".w", {out, in}), Initializer(y + ".b", {out})}, {y},
+        {{"transB", Attribute::Int(1)}});
+    return y;
+  }
+  void Output(const std::string& name) { model.graph.outputs.push_back(ValueInfoOf(name, DataType::kFloat32, {})); }
+};
+
+// "Conv,BatchNormalization,Relu": the op types a session runs, in graph order.
+std::string OpTypes(const Session& session) {
+  std::string types;
+  for (const Node& n : session.model().graph.nodes) types += (types.empty() ? "" : ",") + n.op_type;
+  return types;
+}
+
+std::vector<KernelBackend> Backends() {
+  std::vector<KernelBackend> backends = {KernelBackend::kReference};
+  if (DnnlAvailable()) backends.push_back(KernelBackend::kDnnl);
+  return backends;
+}
+
+class Fusion : public ::testing::Test {
+ protected:
+  void SetUp() override { saved_ = ActiveKernelBackend(); }
+  void TearDown() override { SetKernelBackend(saved_); }
+
+  // Runs `model` fused and unfused on every backend with the same random feeds; expects the fused
+  // session to run `fused_ops` and every output to agree within float rounding.
+  static void ExpectFusion(const Model& model, const std::map<std::string, Tensor>& feeds, const std::string& fused_ops,
+                           int threads = 1) {
+    for (KernelBackend backend : Backends()) {
+      SetKernelBackend(backend);
+      const std::string label = backend == KernelBackend::kDnnl ? "oneDNN" : "reference";
+      SessionOptions fuse, plain;
+      fuse.num_threads = plain.num_threads = threads;
+      plain.fuse_operators = false;
+      Session fused(model, fuse), unfused(model, plain);
+      EXPECT_EQ(OpTypes(fused), fused_ops) << label;
+      const std::vector<Tensor> expected = unfused.Run(feeds), actual = fused.Run(feeds);
+      ASSERT_EQ(actual.size(), expected.size());
+      for (size_t k = 0; k < expected.size(); ++k) {
+        double largest = 0.0;
+        for (double v : expected[k].ToDoubleVector()) largest = std::max(largest, std::abs(v));
+        ASSERT_GT(largest, 0.0) << label << " output " << k << " is all zeros";
+        ExpectValuesNear(actual[k], expected[k].shape(), expected[k].ToDoubleVector(), 1e-5 * largest,
+                         label + " output " + std::to_string(k));
+      }
+    }
+  }
+
+ private:
+  KernelBackend saved_ = KernelBackend::kReference;
+};
+
+std::map<std::string, Attribute> Pads(int64_t p) { return {{"pads", Attribute::Ints({p, p, p, p})}}; }
+
+TEST_F(Fusion, BatchNormFoldsIntoConvAndReluIntoTheResult) {
+  ModelBuilder b({4, 3, 12, 12});
+  b.Output(b.Unary("Relu", b.BatchNorm(b.Conv("x", 3, 8, 3, Pads(1)), 8, {{"epsilon", Attribute::Float(1e-3f)}})));
+  ExpectFusion(b.model, {{"x", RandomFloats({4, 3, 12, 12}, 99)}}, "FusedConv");
+}
+
+TEST_F(Fusion, BatchNormFoldsIntoConvWithoutBias) {
+  ModelBuilder b({2, 4, 9, 9});
+  std::map<std::string, Attribute> attrs = {{"strides", Attribute::Ints({2, 2})}, {"group", Attribute::Int(2)}};
+  b.Output(b.BatchNorm(b.Conv("x", 4, 6, 3, attrs, /*bias=*/false), 6));
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 4, 9, 9}, 7)}}, "Conv");
+  Session fused(b.model);
+  const Node& conv = fused.model().graph.nodes.at(0);
+  ASSERT_EQ(conv.inputs.size(), 3u);
+  EXPECT_EQ(fused.model().graph.initializers.count("conv0.w"), 0u) << "the unfolded weight is no longer read";
+}
+
+TEST_F(Fusion, ConvReluFusesOnBothBackendsAndThreadCounts) {
+  ModelBuilder b({3, 6, 10, 10});
+  std::map<std::string, Attribute> attrs = Pads(2);
+  attrs["group"] = Attribute::Int(3);
+  b.Output(b.Unary("Relu", b.Conv("x", 6, 9, 5, attrs)));
+  for (int threads : {1, 2}) ExpectFusion(b.model, {{"x", RandomFloats({3, 6, 10, 10}, 5)}}, "FusedConv", threads);
+}
+
+TEST_F(Fusion, GemmReluFusesForLargeAndSmallBatches) {
+  for (int64_t batch : {16, 2}) {  // oneDNN's matmul from 8 rows on, its sgemm or the reference below
+    ModelBuilder b({batch, 20});
+    b.Output(b.Linear(b.Unary("Relu", b.Linear("x", 20, 24)), 24, 5));
+    ExpectFusion(b.model, {{"x", RandomFloats({batch, 20}, 11)}}, "FusedGemm,Gemm");
+  }
+}
+
+TEST_F(Fusion, FoldedWeightLeavesASharedWeightAlone) {
+  ModelBuilder b({2, 3, 8, 8});
+  const std::string first = b.Conv("x", 3, 4, 3, Pads(1));
+  b.Add("Conv", {"x", first + ".w", first + ".b"}, {"second"}, Pads(1));  // the same weight, no BatchNorm
+  b.Add("Add", {b.BatchNorm(first, 4), "second"}, {"sum"});
+  b.Output("sum");
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 3)}}, "Conv,Conv,Add");
+}
+
+TEST_F(Fusion, ProducerReadTwiceIsNotFused) {
+  ModelBuilder b({2, 3, 8, 8});
+  const std::string conv = b.Conv("x", 3, 4, 3, Pads(1));
+  b.Add("Add", {conv, b.Unary("Relu", conv)}, {"sum"});
+  b.Output("sum");
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}}, "Conv,Relu,Add");
+
+  ModelBuilder g({8, 6});
+  const std::string linear = g.Linear("x", 6, 6);
+  g.Add("Mul", {linear, g.Unary("Relu", linear)}, {"product"});
+  g.Output("product");
+  ExpectFusion(g.model, {{"x", RandomFloats({8, 6}, 6)}}, "Gemm,Relu,Mul");
+
+  ModelBuilder n({2, 3, 6, 6});  // BatchNorm beside another reader of the Conv
+  const std::string shared = n.Conv("x", 3, 4, 3, Pads(1));
+  n.Add("Add", {n.BatchNorm(shared, 4), shared}, {"sum"});
+  n.Output("sum");
+  ExpectFusion(n.model, {{"x", RandomFloats({2, 3, 6, 6}, 8)}}, "Conv,BatchNormalization,Add");
+}
+
+TEST_F(Fusion, GraphOutputIsNotFused) {
+  ModelBuilder b({2, 3, 8, 8});
+  const std::string conv = b.Conv("x", 3, 4, 3, Pads(1));
+  b.Output(b.Unary("Relu", conv));
+  b.Output(conv);
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}}, "Conv,Relu");
+
+  ModelBuilder n({2, 3, 8, 8});
+  const std::string normalized_conv = n.Conv("x", 3, 4, 3, Pads(1));
+  n.Output(n.BatchNorm(normalized_conv, 4));
+  n.Output(normalized_conv);
+  ExpectFusion(n.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}}, "Conv,BatchNormalization");
+}
+
+TEST_F(Fusion, BatchNormWithParametersAFeedCanChangeIsNotFolded) {
+  ModelBuilder b({2, 3, 8, 8});
+  const std::string bn = b.BatchNorm(b.Conv("x", 3, 4, 3, Pads(1)), 4);
+  b.Overridable(bn + ".mean");
+  b.Output(bn);
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}, {bn + ".mean", RandomFloats({4}, 12)}},
+               "Conv,BatchNormalization");
+
+  ModelBuilder w({2, 3, 8, 8});  // a Conv weight a feed can change: the Relu still fuses
+  const std::string conv = w.Conv("x", 3, 4, 3, Pads(1));
+  w.Overridable(conv + ".w");
+  w.Output(w.Unary("Relu", w.BatchNorm(conv, 4)));
+  ExpectFusion(w.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}, {conv + ".w", RandomFloats({4, 3, 3, 3}, 13)}},
+               "Conv,BatchNormalization,Relu");
+}
+
+TEST_F(Fusion, TrainingModeBatchNormIsNotFolded) {
+  ModelBuilder b({4, 3, 8, 8}, /*opset=*/15);
+  b.Output(b.BatchNorm(b.Conv("x", 3, 4, 3, Pads(1)), 4, {{"training_mode", Attribute::Int(1)}}));
+  ExpectFusion(b.model, {{"x", RandomFloats({4, 3, 8, 8}, 4)}}, "Conv,BatchNormalization");
+
+  ModelBuilder s({4, 3, 8, 8}, /*opset=*/15);  // training mode declared by its statistics outputs
+  const std::string bn = s.BatchNorm(s.Conv("x", 3, 4, 3, Pads(1)), 4, {{"training_mode", Attribute::Int(1)}});
+  s.model.graph.nodes.back().outputs = {bn, "running_mean", "running_var"};
+  s.Output(bn);
+  s.Output("running_mean");
+  ExpectFusion(s.model, {{"x", RandomFloats({4, 3, 8, 8}, 4)}}, "Conv,BatchNormalization");
+}
+
+// ORT's eeg_cnn training graph has frozen Conv -> Relu layers whose Conv output nothing else reads:
+// they fuse there too, and the loss and every gradient stay as they were.
+TEST_F(Fusion, AppliesInOrtTrainingGraph) {
+  const std::filesystem::path path = std::filesystem::path(EDGETRAIN_ORT_ARTIFACTS) / "eeg_cnn" / "training_model.onnx";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing";
+  const Model model = LoadModel(path.string(), RuntimeImportOptions());
+  std::map<std::string, Tensor> feeds;
+  uint64_t seed = 20;
+  for (const ValueInfo& in : model.graph.inputs) {
+    if (model.graph.IsInitializer(in.name)) continue;
+    Shape shape;
+    for (const Dim& d : in.shape) shape.push_back(d.known() ? d.value : 4);
+    if (in.dtype == DataType::kFloat32) {
+      feeds[in.name] = RandomFloats(shape, seed++);
+    } else if (in.dtype == DataType::kInt64) {
+      feeds[in.name] = Tensor::Zeros(DataType::kInt64, shape);
+    } else if (in.dtype == DataType::kBool) {
+      feeds[in.name] = Tensor::FromVector<bool>({true}, shape);  // lazy_reset_grad
+    }
+  }
+  Session fused(model);
+  size_t fused_convs = 0;  // Conv -> Relu -> MaxPool whose Indices nothing reads
+  for (const Node& n : fused.model().graph.nodes) fused_convs += n.op_type == "ConvReluMaxPool";
+  EXPECT_EQ(fused_convs, 3u) << OpTypes(fused);
+  ExpectFusion(model, feeds, OpTypes(fused));
+}
+
+std::map<std::string, Attribute> Pool(int64_t kernel, int64_t stride, std::map<std::string, Attribute> more = {}) {
+  more["kernel_shape"] = Attribute::Ints({kernel, kernel});
+  more["strides"] = Attribute::Ints({stride, stride});
+  return more;
+}
+
+TEST_F(Fusion, ConvReluMaxPoolAsLeNetHasIt) {
+  ModelBuilder b({5, 1, 28, 28});  // LeNet's first layer, its BatchNorm folded first
+  const std::string first =
+      b.Unary("MaxPool", b.Unary("Relu", b.BatchNorm(b.Conv("x", 1, 6, 5, Pads(2)), 6)), Pool(2, 2));
+  b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv(first, 6, 16, 5, {})), Pool(2, 2)));
+  for (int threads : {1, 2})
+    ExpectFusion(b.model, {{"x", RandomFloats({5, 1, 28, 28}, 21)}}, "ConvReluMaxPool,ConvReluMaxPool", threads);
+}
+
+TEST_F(Fusion, ConvReluMaxPoolWithOverlappingPaddedAndCeilWindows) {
+  const std::vector<std::map<std::string, Attribute>> pools = {
+      Pool(3, 1, {{"pads", Attribute::Ints({1, 1, 1, 1})}}),
+      Pool(2, 2, {{"ceil_mode", Attribute::Int(1)}}),  // 11 rows: the last window half outside
+      Pool(2, 2),                                      // 11 rows: the last row is left out
+      Pool(2, 1, {{"dilations", Attribute::Ints({2, 2})}}),
+  };
+  for (const auto& pool : pools) {
+    ModelBuilder b({2, 4, 11, 11});
+    std::map<std::string, Attribute> conv = Pads(1);
+    conv["group"] = Attribute::Int(2);
+    b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 8, 3, conv)), pool));
+    ExpectFusion(b.model, {{"x", RandomFloats({2, 4, 11, 11}, 22)}}, "ConvReluMaxPool");
+  }
+}
+
+TEST_F(Fusion, ConvReluMaxPoolNeedsUnreadIndicesAndReluOutput) {
+  ModelBuilder b({2, 3, 8, 8});  // Indices read: the Relu still fuses into the Conv
+  b.Add("MaxPool", {b.Unary("Relu", b.Conv("x", 3, 4, 3, Pads(1)))}, {"pooled", "indices"}, Pool(2, 2));
+  b.Output("pooled");
+  b.model.graph.outputs.push_back(ValueInfoOf("indices", DataType::kInt64, {}));
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 23)}}, "FusedConv,MaxPool");
+
+  ModelBuilder r({2, 3, 8, 8});  // the Relu's output read by another node
+  const std::string relu = r.Unary("Relu", r.Conv("x", 3, 4, 3, Pads(1)));
+  r.Output(r.Unary("MaxPool", relu, Pool(2, 2)));
+  r.Output(r.Unary("Sigmoid", relu));
+  ExpectFusion(r.model, {{"x", RandomFloats({2, 3, 8, 8}, 24)}}, "FusedConv,MaxPool,Sigmoid");
+}
+
+// A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;
+// any runtime that inlines it computes what the kernel does.
+TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {
+  ModelBuilder b({2, 4, 10, 10});
+  b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 6, 3, Pads(1))),
+                   Pool(3, 2, {{"ceil_mode", Attribute::Int(1)}})));
+  Model fused = Session(b.model).model();
+  ASSERT_EQ(OpTypes(Session(fused)), "ConvReluMaxPool");
+  fused.opsets[kEdgetrainDomain] = 1;
+  const std::string bytes = SerializeModel(fused);
+  ImportOptions inline_edgetrain;
+  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
+    return domain != kEdgetrainDomain;
+  };
+  SessionOptions plain;
+  plain.fuse_operators = false;
+  Session inlined(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+  EXPECT_EQ(OpTypes(inlined), "Conv,Relu,MaxPool");
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 4, 10, 10}, 25)}};
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    const Tensor expected = inlined.Run(feeds)[0], actual = Session(fused).Run(feeds)[0];
+    ExpectTensorNear(actual, expected, 1e-5, "ConvReluMaxPool");
+  }
+}
+
+}  // namespace
+}  // namespace edgetrain::testing
