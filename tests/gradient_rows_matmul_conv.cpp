@@ -91,6 +91,9 @@ std::vector<GradCase> MatMulConvGradCases() {
        {{"auto_pad", Attribute::String("SAME_LOWER")}}},
       {"Conv_2d_valid", "Conv", {In({2, 2, 5, 5}), In({3, 2, 3, 3})},
        {{"auto_pad", Attribute::String("VALID")}, {"strides", Is({2, 2})}}},
+      // The kernel covers the whole input: one output position, run as a fully connected layer.
+      {"Conv_1d_fully_connected", "Conv", {In({3, 4, 5}), In({6, 4, 5}), In({6})}},
+      {"Conv_2d_fully_connected", "Conv", {In({2, 3, 3, 4}), In({5, 3, 3, 4})}, {{"strides", Is({2, 2})}}},
       {"Conv_3d", "Conv", {In({1, 2, 4, 4, 4}), In({3, 2, 2, 2, 2}), In({3})},
        {{"pads", Is({1, 0, 1, 0, 1, 1})}, {"strides", Is({2, 1, 2})}}},
       // ConvTranspose

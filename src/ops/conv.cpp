@@ -215,6 +215,15 @@ Shape ConvOutputShape(const ConvGeometry& g) {
   return shape;
 }
 
+// True when the kernel covers the whole unpadded input (group 1): one output position per image, so
+// the convolution is a fully connected layer, Y[N, M] = X[N, C*K] * W[M, C*K]^T, one GEMM per pass.
+bool IsFullyConnected(const ConvGeometry& g) {
+  if (g.group != 1) return false;
+  for (size_t d = 0; d < g.input.size(); ++d)
+    if (g.kernel[d] != g.input[d] || g.pad_begin[d] != 0 || g.pad_end[d] != 0 || g.dilations[d] != 1) return false;
+  return true;
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
@@ -223,6 +232,17 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
   const int64_t rows = cg * kernel_size;
+  if (IsFullyConnected(g)) {
+    T beta = T(0);
+    if (bp) {
+      for (int64_t n = 0; n < g.batch; ++n) std::copy(bp, bp + g.out_channels, yp + n * g.out_channels);
+      beta = T(1);
+    }
+    Gemm<T>(false, true, g.batch, g.out_channels, rows, T(1), xp, rows, wp, rows, beta, yp, g.out_channels, &threads);
+    if (relu)
+      for (int64_t i = 0; i < g.batch * g.out_channels; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
+    return;
+  }
   bool pointwise = true;
   for (size_t d = 0; d < spatial; ++d)
     pointwise = pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
@@ -271,7 +291,7 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
     using T = typename decltype(tag)::type;
     const T* bp = ctx.HasInput(2) ? ctx.Input(2).data<T>() : nullptr;
     if constexpr (std::is_same_v<T, float>) {
-      if (UseDnnl() &&
+      if (UseDnnl() && !IsFullyConnected(g) &&
           conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
         return;
     }
@@ -540,6 +560,13 @@ void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy
     return std::vector<T>(needs_columns ? static_cast<size_t>(rows * out_size) : size_t{0});
   };
   if (dw && g.batch == 0) std::fill(dw, dw + w_size, T(0));
+  if (IsFullyConnected(g) && g.batch > 0) {  // dW[M, R] = dY[N, M]^T * X[N, R], dX[N, R] = dY * W[M, R]
+    if (dw)
+      Gemm<T>(true, false, g.out_channels, rows, g.batch, T(1), dy, g.out_channels, x, rows, T(0), dw, rows, &threads);
+    if (dx)
+      Gemm<T>(false, false, g.batch, rows, g.out_channels, T(1), dy, g.out_channels, w, rows, T(0), dx, rows, &threads);
+    return;
+  }
   const int64_t num_threads = threads.num_threads();
   const int64_t work_per_item = mg * rows * out_size;
   if (!dw) {
@@ -620,7 +647,7 @@ void ConvGradKernel(KernelContext& ctx) {
     T* db = ctx.HasOutput(2) ? ctx.Output(2, {g.out_channels}, x.dtype()).template data<T>() : nullptr;
     // What oneDNN computes is struck off (set to null) before the reference code runs the rest.
     if constexpr (std::is_same_v<T, float>) {
-      if (UseDnnl()) {
+      if (UseDnnl() && !IsFullyConnected(g)) {
         const int threads = ctx.threads().num_threads();
         if (dx && conv_dnnl::ConvBackwardData(g, dy.data<T>(), w.data<T>(), dx, threads)) dx = nullptr;
         if (dw && conv_dnnl::ConvBackwardWeights(g, dy.data<T>(), x.data<T>(), dw, db, threads)) dw = db = nullptr;
