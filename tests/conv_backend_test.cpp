@@ -42,7 +42,7 @@ class KernelBackendTest {
 struct ConvRow {
   std::string name;
   Shape x, w;
-  std::map<std::string, Attribute> attributes;
+  AttributeMap attributes;
   bool bias = true;
   std::vector<bool> grad_outputs = {true, true, true};  // dX, dW, dB of ConvGrad
 };

@@ -20,7 +20,7 @@ namespace {
 constexpr int64_t kRows = 8, kCols = 32;
 
 Node MakeNode(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
-              std::map<std::string, Attribute> attributes = {}) {
+              AttributeMap attributes = {}) {
   Node n;
   n.name = op + "_" + outputs[0];
   n.op_type = op;

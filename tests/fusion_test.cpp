@@ -39,7 +39,7 @@ struct ModelBuilder {
     model.graph.inputs.push_back(ValueInfoOf(name, t.dtype(), t.shape()));
   }
   Node& Add(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
-            std::map<std::string, Attribute> attributes = {}) {
+            AttributeMap attributes = {}) {
     Node node;
     node.name = op + std::to_string(model.graph.nodes.size());
     node.op_type = op;
@@ -50,7 +50,7 @@ struct ModelBuilder {
     return model.graph.nodes.back();
   }
   // Conv with weight [out, in/group, k, k] (and a bias unless `bias` is false).
-  std::string Conv(const std::string& x, int64_t in, int64_t out, int64_t k, std::map<std::string, Attribute> attrs,
+  std::string Conv(const std::string& x, int64_t in, int64_t out, int64_t k, AttributeMap attrs,
                    bool bias = true) {
     const std::string y = "conv" + std::to_string(model.graph.nodes.size());
     const int64_t group = attrs.count("group") ? attrs.at("group").i : 1;
@@ -59,7 +59,7 @@ struct ModelBuilder {
     Add("Conv", inputs, {y}, std::move(attrs));
     return y;
   }
-  std::string BatchNorm(const std::string& x, int64_t channels, std::map<std::string, Attribute> attrs = {}) {
+  std::string BatchNorm(const std::string& x, int64_t channels, AttributeMap attrs = {}) {
     const std::string y = "bn" + std::to_string(model.graph.nodes.size());
     Add("BatchNormalization",
         {x, Initializer(y + ".scale", {channels}, true), Initializer(y + ".bias", {channels}),
@@ -67,7 +67,7 @@ struct ModelBuilder {
         {y}, std::move(attrs));
     return y;
   }
-  std::string Unary(const std::string& op, const std::string& x, std::map<std::string, Attribute> attrs = {}) {
+  std::string Unary(const std::string& op, const std::string& x, AttributeMap attrs = {}) {
     const std::string y = op + std::to_string(model.graph.nodes.size());
     Add(op, {x}, {y}, std::move(attrs));
     return y;
@@ -128,7 +128,7 @@ class Fusion : public ::testing::Test {
   KernelBackend saved_ = KernelBackend::kReference;
 };
 
-std::map<std::string, Attribute> Pads(int64_t p) { return {{"pads", Attribute::Ints({p, p, p, p})}}; }
+AttributeMap Pads(int64_t p) { return {{"pads", Attribute::Ints({p, p, p, p})}}; }
 
 TEST_F(Fusion, BatchNormFoldsIntoConvAndReluIntoTheResult) {
   ModelBuilder b({4, 3, 12, 12});
@@ -138,7 +138,7 @@ TEST_F(Fusion, BatchNormFoldsIntoConvAndReluIntoTheResult) {
 
 TEST_F(Fusion, BatchNormFoldsIntoConvWithoutBias) {
   ModelBuilder b({2, 4, 9, 9});
-  std::map<std::string, Attribute> attrs = {{"strides", Attribute::Ints({2, 2})}, {"group", Attribute::Int(2)}};
+  AttributeMap attrs = {{"strides", Attribute::Ints({2, 2})}, {"group", Attribute::Int(2)}};
   b.Output(b.BatchNorm(b.Conv("x", 4, 6, 3, attrs, /*bias=*/false), 6));
   ExpectFusion(b.model, {{"x", RandomFloats({2, 4, 9, 9}, 7)}}, "Conv");
   Session fused(b.model);
@@ -149,7 +149,7 @@ TEST_F(Fusion, BatchNormFoldsIntoConvWithoutBias) {
 
 TEST_F(Fusion, ConvReluFusesOnBothBackendsAndThreadCounts) {
   ModelBuilder b({3, 6, 10, 10});
-  std::map<std::string, Attribute> attrs = Pads(2);
+  AttributeMap attrs = Pads(2);
   attrs["group"] = Attribute::Int(3);
   b.Output(b.Unary("Relu", b.Conv("x", 6, 9, 5, attrs)));
   for (int threads : {1, 2}) ExpectFusion(b.model, {{"x", RandomFloats({3, 6, 10, 10}, 5)}}, "FusedConv", threads);
@@ -262,7 +262,7 @@ TEST_F(Fusion, AppliesInOrtTrainingGraph) {
   ExpectFusion(model, feeds, OpTypes(fused));
 }
 
-std::map<std::string, Attribute> Pool(int64_t kernel, int64_t stride, std::map<std::string, Attribute> more = {}) {
+AttributeMap Pool(int64_t kernel, int64_t stride, AttributeMap more = {}) {
   more["kernel_shape"] = Attribute::Ints({kernel, kernel});
   more["strides"] = Attribute::Ints({stride, stride});
   return more;
@@ -278,7 +278,7 @@ TEST_F(Fusion, ConvReluMaxPoolAsLeNetHasIt) {
 }
 
 TEST_F(Fusion, ConvReluMaxPoolWithOverlappingPaddedAndCeilWindows) {
-  const std::vector<std::map<std::string, Attribute>> pools = {
+  const std::vector<AttributeMap> pools = {
       Pool(3, 1, {{"pads", Attribute::Ints({1, 1, 1, 1})}}),
       Pool(2, 2, {{"ceil_mode", Attribute::Int(1)}}),  // 11 rows: the last window half outside
       Pool(2, 2),                                      // 11 rows: the last row is left out
@@ -286,7 +286,7 @@ TEST_F(Fusion, ConvReluMaxPoolWithOverlappingPaddedAndCeilWindows) {
   };
   for (const auto& pool : pools) {
     ModelBuilder b({2, 4, 11, 11});
-    std::map<std::string, Attribute> conv = Pads(1);
+    AttributeMap conv = Pads(1);
     conv["group"] = Attribute::Int(2);
     b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 8, 3, conv)), pool));
     ExpectFusion(b.model, {{"x", RandomFloats({2, 4, 11, 11}, 22)}}, "ConvReluMaxPool");

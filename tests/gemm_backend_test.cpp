@@ -21,7 +21,7 @@ struct ProductRow {
 };
 void PrintTo(const ProductRow& row, std::ostream* os) { *os << row.name; }
 
-OneNode Gemm(Shape a, Shape b, Shape c, std::map<std::string, Attribute> attributes) {
+OneNode Gemm(Shape a, Shape b, Shape c, AttributeMap attributes) {
   std::vector<Tensor> inputs = {RandomTensor(a, 1), RandomTensor(b, 2)};
   if (!c.empty()) inputs.push_back(RandomTensor(c, 3));
   return OnnxNode("Gemm", inputs, std::move(attributes));

@@ -27,7 +27,7 @@ struct GradCase {
   std::string name;  // row label (unique)
   std::string op;
   std::vector<GradInput> inputs;
-  std::map<std::string, Attribute> attributes = {};
+  AttributeMap attributes = {};
   int num_outputs = 1;
   std::string domain = "";
   double tolerance = 1e-5;

@@ -35,7 +35,7 @@ std::vector<Tensor> RunNode(const OneNode& node) {
 
 // A gradient node of `domain` with its three outputs (dX and the parameters' gradients) requested.
 OneNode GradNode(const std::string& op, const std::string& domain, std::vector<NodeInput> inputs,
-                 std::map<std::string, Attribute> attributes, size_t outputs = 3) {
+                 AttributeMap attributes, size_t outputs = 3) {
   OneNode node;
   node.op = op;
   node.domain = domain;
@@ -272,7 +272,7 @@ TEST(NormBackendErrors, LayerNormScaleThatDoesNotBroadcast) {
 //   5 0 0 0   2 NaN NaN NaN
 struct MaxPoolRow {
   std::string name;
-  std::map<std::string, Attribute> attributes;
+  AttributeMap attributes;
   std::vector<double> y;                       // MaxPool
   std::vector<std::pair<int64_t, double>> dx;  // MaxPoolGrad for dY = 1, 2, 3, ...: the nonzero entries
 };

@@ -268,7 +268,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct ConvGradCase {
   std::string name;
   Shape x, w;
-  std::map<std::string, Attribute> attributes;
+  AttributeMap attributes;
   std::vector<int> omitted_outputs = {};
 };
 void PrintTo(const ConvGradCase& c, std::ostream* os) { *os << c.name; }
@@ -318,7 +318,7 @@ INSTANTIATE_TEST_SUITE_P(
 struct PoolGradCase {
   std::string name;
   Shape x;
-  std::map<std::string, Attribute> attributes;
+  AttributeMap attributes;
 };
 void PrintTo(const PoolGradCase& c, std::ostream* os) { *os << c.name; }
 
@@ -514,7 +514,7 @@ TEST_P(BatchNormalizationGradTest, MatchesCentralDifferencesOfTrainingBatchNorm)
   run.inputs = {dy, x, scale, Doubles(mean, {channels}), Doubles(inv_std, {channels})};
   run.outputs = std::vector<bool>(3, true);
   const std::vector<Tensor> grads = RunOneNode(run);
-  const std::map<std::string, Attribute> training = {{"epsilon", Attribute::Float(static_cast<float>(c.epsilon))},
+  const AttributeMap training = {{"epsilon", Attribute::Float(static_cast<float>(c.epsilon))},
                                                      {"training_mode", Attribute::Int(1)}};
   const std::vector<Tensor> inputs = {x, scale, bias, running_mean, running_var};
   for (size_t k = 0; k < 3; ++k) {
@@ -729,7 +729,7 @@ TEST_P(OrtFusedErrorTest, FailsNamingTheNode) {
   }
 }
 
-OneNode Adam(std::vector<TensorSequence> sequences, std::map<std::string, Attribute> attributes = {},
+OneNode Adam(std::vector<TensorSequence> sequences, AttributeMap attributes = {},
              int64_t step = 1) {
   OneNode run;
   run.op = "AdamWOptimizer";
@@ -752,7 +752,7 @@ OneNode MaxPoolGradRun(Shape dy, Shape indices, std::vector<int64_t> index_value
 }
 
 std::vector<ErrorRow> ErrorRows() {
-  const std::map<std::string, Attribute> pool2x2 = {{"kernel_shape", Attribute::Ints({2, 2})},
+  const AttributeMap pool2x2 = {{"kernel_shape", Attribute::Ints({2, 2})},
                                                     {"strides", Attribute::Ints({2, 2})}};
   const std::vector<bool> three_outputs(3, true);
   return {

@@ -89,12 +89,12 @@ Tensor PackBits(const std::vector<bool>& flags) {
 
 // The outputs of a forward ONNX node (all `num_outputs` requested).
 std::vector<Tensor> Forward(const std::string& op, const std::vector<Tensor>& inputs,
-                            std::map<std::string, Attribute> attrs, size_t num_outputs = 1, int64_t opset = 17) {
+                            AttributeMap attrs, size_t num_outputs = 1, int64_t opset = 17) {
   return RunOneNode(OnnxNode(op, inputs, std::move(attrs), num_outputs, opset));
 }
 
 // d/d input `wrt` of sum(dy * the first output of the forward ONNX node), by central differences.
-Tensor Vjp(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs, size_t wrt,
+Tensor Vjp(const std::string& op, const std::vector<Tensor>& inputs, AttributeMap attrs, size_t wrt,
            const Tensor& dy, size_t num_outputs = 1, int64_t opset = 17) {
   return CentralDifferenceVjp(OneNodeFunction(OnnxNode(op, inputs, std::move(attrs), num_outputs, opset), wrt),
                               inputs[wrt], dy);
@@ -213,7 +213,7 @@ std::vector<OrtRow> SoftmaxRows() {
       {"SoftmaxGrad_OnnxDomain", "Softmax", "SoftmaxGrad", "", 1, 11},
   };
   for (const Config& c : configs) {
-    std::map<std::string, Attribute> attrs;
+    AttributeMap attrs;
     if (c.axis) attrs["axis"] = Attribute::Int(*c.axis);
     const Tensor y = Forward(c.forward, {x}, attrs, 1, c.opset)[0];
     rows.push_back({c.name, {c.grad, c.domain, {dy, y}, attrs}, [=, forward = std::string(c.forward)] {
@@ -244,8 +244,8 @@ std::vector<OrtRow> LossRows() {
     const Tensor scores = RandomTensor(c.scores, ++seed, -2.0, 2.0);
     const Tensor weights = c.weighted ? RandomTensor({c.scores[1]}, ++seed, 0.5, 1.5) : Tensor();
     const Tensor dy = std::string(c.reduction) == "none" ? RandomTensor(c.labels.shape(), ++seed) : Doubles({0.7}, {});
-    std::map<std::string, Attribute> attrs = {{"reduction", Attribute::String(c.reduction)}};
-    std::map<std::string, Attribute> forward_attrs = attrs;
+    AttributeMap attrs = {{"reduction", Attribute::String(c.reduction)}};
+    AttributeMap forward_attrs = attrs;
     if (c.ignore) forward_attrs["ignore_index"] = Attribute::Int(*c.ignore);
     std::vector<Tensor> forward_inputs = {scores, c.labels};
     if (c.weighted) forward_inputs.push_back(weights);
@@ -303,7 +303,7 @@ std::vector<OrtRow> NormalizationRows() {
   for (const Config& c : configs) {
     const Tensor x = RandomTensor(c.x, ++seed, -2.0, 2.0), scale = RandomTensor(c.scale, ++seed, 0.5, 1.5),
                  bias = RandomTensor(c.scale, ++seed), dy = RandomTensor(c.x, ++seed);
-    const std::map<std::string, Attribute> attrs = {{"axis", Attribute::Int(c.axis)},
+    const AttributeMap attrs = {{"axis", Attribute::Int(c.axis)},
                                                     {"stash_type", Attribute::Int(c.stash_type)}};
     const std::vector<Tensor> stats = Forward("LayerNormalization", {x, scale, bias}, attrs, 3);
     rows.push_back({std::string("LayerNormalizationGrad_") + c.name,
@@ -370,7 +370,7 @@ std::vector<OrtRow> IndexingRows() {
   {
     const Tensor data = RandomTensor({2, 5, 3}, 72), indices = Int32s({0, 4, 4, 2}, {2, 2}),
                  dy = RandomTensor({2, 2, 2, 3}, 73);
-    const std::map<std::string, Attribute> axis = {{"axis", Attribute::Int(1)}};
+    const AttributeMap axis = {{"axis", Attribute::Int(1)}};
     rows.push_back({"GatherGrad_Axis1_Int32Indices2D", {"GatherGrad", kMs, {Ints({2, 5, 3}), indices, dy}, axis}, [=] {
                       return std::vector<Tensor>{Vjp("Gather", {data, indices}, axis, 0, dy)};
                     }});
@@ -379,7 +379,7 @@ std::vector<OrtRow> IndexingRows() {
     const Tensor data = RandomTensor({3, 4}, 74),
                  indices = Int64s({0, 3, 3, -1, 1, 2, 2, 2, 0, 1, 3, 0, 0, 0, 2}, {3, 5}),
                  dy = RandomTensor({3, 5}, 75);
-    const std::map<std::string, Attribute> axis = {{"axis", Attribute::Int(1)}};
+    const AttributeMap axis = {{"axis", Attribute::Int(1)}};
     rows.push_back(
         {"GatherElementsGrad_Axis1_Repeated", {"GatherElementsGrad", kMs, {dy, Ints({3, 4}), indices}, axis}, [=] {
            return std::vector<Tensor>{Vjp("GatherElements", {data, indices}, axis, 0, dy)};

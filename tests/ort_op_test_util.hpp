@@ -41,7 +41,7 @@ struct OneNode {
   std::string op;
   std::string domain = kMicrosoftDomain;
   std::vector<NodeInput> inputs;
-  std::map<std::string, Attribute> attributes = {};
+  AttributeMap attributes = {};
   std::vector<bool> outputs = {true};
   int64_t opset = 17;                             // of the ONNX domain
   std::map<size_t, Shape> declared_outputs = {};  // output shapes the model declares (-1: symbolic batch)
@@ -49,7 +49,7 @@ struct OneNode {
 
 // A forward node of the ONNX domain with all its `num_outputs` outputs requested.
 inline OneNode OnnxNode(const std::string& op, const std::vector<Tensor>& inputs,
-                        std::map<std::string, Attribute> attributes, size_t num_outputs = 1, int64_t opset = 17) {
+                        AttributeMap attributes, size_t num_outputs = 1, int64_t opset = 17) {
   OneNode node{op, "", {inputs.begin(), inputs.end()}, std::move(attributes)};
   node.outputs.assign(num_outputs, true);
   node.opset = opset;

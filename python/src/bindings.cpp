@@ -450,7 +450,7 @@ PYBIND11_MODULE(_edgetrain, m) {
           "op",
           [](LossComposer& c, const std::string& op_type, const std::vector<std::string>& inputs,
              const py::dict& attributes) {
-            std::map<std::string, Attribute> converted;
+            AttributeMap converted;
             for (const auto& [key, value] : attributes) {
               std::string name = key.cast<std::string>();
               converted[name] = ToAttribute(value, name);

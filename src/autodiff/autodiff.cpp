@@ -67,7 +67,7 @@ class WalkContext final : public GradientContext {
   bool NeedsGrad(size_t i) const override;
   void SetGrad(size_t i, const std::string& value, bool maybe_broadcast) override;
   std::vector<std::string> Emit(const std::string& op_type, const std::vector<std::string>& inputs, size_t num_outputs,
-                                std::map<std::string, Attribute> attributes, const std::string& domain) override;
+                                AttributeMap attributes, const std::string& domain) override;
   std::string Constant(const Tensor& value) override;
   const ValueInfo* Info(const std::string& value) const override;
 
@@ -142,7 +142,7 @@ class Walk {
   }
 
   std::vector<std::string> Emit(const std::string& op_type, const std::vector<std::string>& inputs, size_t num_outputs,
-                                std::map<std::string, Attribute> attributes, const std::string& domain,
+                                AttributeMap attributes, const std::string& domain,
                                 const std::string& scope) {
     Node node;
     std::string base = (scope.empty() ? (current_ ? current_->name : std::string("grad")) : scope) + "_grad/" + op_type;
@@ -160,7 +160,7 @@ class Walk {
   }
 
   std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
-                 std::map<std::string, Attribute> attributes = {}, const std::string& domain = "",
+                 AttributeMap attributes = {}, const std::string& domain = "",
                  const std::string& scope = "") {
     return Emit(op_type, inputs, 1, std::move(attributes), domain, scope)[0];
   }
@@ -287,7 +287,7 @@ void WalkContext::SetGrad(size_t i, const std::string& value, bool maybe_broadca
 }
 
 std::vector<std::string> WalkContext::Emit(const std::string& op_type, const std::vector<std::string>& inputs,
-                                           size_t num_outputs, std::map<std::string, Attribute> attributes,
+                                           size_t num_outputs, AttributeMap attributes,
                                            const std::string& domain) {
   return walk_.Emit(op_type, inputs, num_outputs, std::move(attributes), domain, "");
 }

@@ -132,7 +132,7 @@ class LossBuilder {
   }
 
   std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
-                 std::map<std::string, Attribute> attributes = {}, std::string output = "") {
+                 AttributeMap attributes = {}, std::string output = "") {
     Node node;
     node.name = FreshName(prefix_ + op_type);
     node.op_type = op_type;
@@ -210,7 +210,7 @@ class ComposerOnBuilder final : public LossComposer {
     return name;
   }
   std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
-                 std::map<std::string, Attribute> attributes) override {
+                 AttributeMap attributes) override {
     return b_.Op(op_type, inputs, std::move(attributes));
   }
   ValueInfo Describe(const std::string& value) const override { return DescribeValue(b_.graph(), value); }

@@ -23,7 +23,7 @@ class LossComposer {
   virtual std::string Target(const std::string& name, DataType dtype, const std::vector<Dim>& shape) = 0;
   virtual std::string Constant(const Tensor& value) = 0;
   virtual std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
-                         std::map<std::string, Attribute> attributes = {}) = 0;
+                         AttributeMap attributes = {}) = 0;
   // What is statically known of a value of the graph (dtype kUndefined, has_shape false when unknown).
   virtual ValueInfo Describe(const std::string& value) const = 0;
   // Appends the built-in loss `spec` (any type but kCustom) of `prediction` and returns its value. Its target

@@ -53,7 +53,7 @@ class OptimizerGraphBuilder {
   explicit OptimizerGraphBuilder(Graph& graph) : graph_(graph) {}
 
   std::string Op(const std::string& op, std::vector<std::string> inputs, const std::string& output,
-                 std::map<std::string, Attribute> attributes = {}, const std::string& domain = "") {
+                 AttributeMap attributes = {}, const std::string& domain = "") {
     Node n;
     n.name = output + "/" + op;
     n.op_type = op;

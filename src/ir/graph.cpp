@@ -78,12 +78,12 @@ Attribute Attribute::Ref(Kind kind, std::string caller_attribute) {
   return a;
 }
 
-const Attribute* Node::Find(const std::string& key) const {
+const Attribute* Node::Find(std::string_view key) const {
   auto it = attributes.find(key);
   return it == attributes.end() ? nullptr : &it->second;
 }
 
-int64_t Node::GetInt(const std::string& key, int64_t fallback) const {
+int64_t Node::GetInt(std::string_view key, int64_t fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
   ET_CHECK(a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
@@ -91,7 +91,7 @@ int64_t Node::GetInt(const std::string& key, int64_t fallback) const {
   return a->i;
 }
 
-float Node::GetFloat(const std::string& key, float fallback) const {
+float Node::GetFloat(std::string_view key, float fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
   if (a->kind == Attribute::Kind::kInt) return static_cast<float>(a->i);
@@ -100,7 +100,7 @@ float Node::GetFloat(const std::string& key, float fallback) const {
   return a->f;
 }
 
-std::string Node::GetString(const std::string& key, const std::string& fallback) const {
+std::string Node::GetString(std::string_view key, const std::string& fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
   ET_CHECK(a->kind == Attribute::Kind::kString, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
@@ -108,7 +108,7 @@ std::string Node::GetString(const std::string& key, const std::string& fallback)
   return a->s;
 }
 
-Int64Vector Node::GetInts(const std::string& key, Int64Vector fallback) const {
+Int64Vector Node::GetInts(std::string_view key, Int64Vector fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
   ET_CHECK(a->kind == Attribute::Kind::kInts || a->kind == Attribute::Kind::kInt, ErrorCode::kInvalidModel, Describe(),
@@ -117,7 +117,7 @@ Int64Vector Node::GetInts(const std::string& key, Int64Vector fallback) const {
   return Int64Vector(a->ints.begin(), a->ints.end());
 }
 
-std::vector<float> Node::GetFloats(const std::string& key, std::vector<float> fallback) const {
+std::vector<float> Node::GetFloats(std::string_view key, std::vector<float> fallback) const {
   const Attribute* a = Find(key);
   if (!a) return fallback;
   ET_CHECK(a->kind == Attribute::Kind::kFloats, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,
@@ -125,7 +125,7 @@ std::vector<float> Node::GetFloats(const std::string& key, std::vector<float> fa
   return a->floats;
 }
 
-const Tensor* Node::GetTensor(const std::string& key) const {
+const Tensor* Node::GetTensor(std::string_view key) const {
   const Attribute* a = Find(key);
   if (!a) return nullptr;
   ET_CHECK(a->kind == Attribute::Kind::kTensor, ErrorCode::kInvalidModel, Describe(), ": attribute '", key,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -64,26 +65,29 @@ struct Attribute {
   static Attribute Ref(Kind kind, std::string caller_attribute);
 };
 
+// A node's attributes by name; looked up by string_view without building a std::string.
+using AttributeMap = std::map<std::string, Attribute, std::less<>>;
+
 struct Node {
   std::string name;
   std::string op_type;
   std::string domain;  // "" is the default ONNX domain
   std::vector<std::string> inputs;   // "" marks an omitted optional input
   std::vector<std::string> outputs;  // "" marks an omitted optional output
-  std::map<std::string, Attribute> attributes;
+  AttributeMap attributes;
   int64_t opset = 0;  // opset of `domain` this node was written for; 0 = the model's
 
   // "node 'conv1' (Conv)" for error messages; built on first use and again only if the node changed.
   const std::string& Describe() const;
 
-  bool HasAttr(const std::string& key) const { return attributes.count(key) != 0; }
-  int64_t GetInt(const std::string& key, int64_t fallback) const;
-  float GetFloat(const std::string& key, float fallback) const;
-  std::string GetString(const std::string& key, const std::string& fallback) const;
-  Int64Vector GetInts(const std::string& key, Int64Vector fallback = {}) const;
-  std::vector<float> GetFloats(const std::string& key, std::vector<float> fallback = {}) const;
-  const Tensor* GetTensor(const std::string& key) const;  // nullptr when absent
-  const Attribute* Find(const std::string& key) const;
+  bool HasAttr(std::string_view key) const { return attributes.count(key) != 0; }
+  int64_t GetInt(std::string_view key, int64_t fallback) const;
+  float GetFloat(std::string_view key, float fallback) const;
+  std::string GetString(std::string_view key, const std::string& fallback) const;
+  Int64Vector GetInts(std::string_view key, Int64Vector fallback = {}) const;
+  std::vector<float> GetFloats(std::string_view key, std::vector<float> fallback = {}) const;
+  const Tensor* GetTensor(std::string_view key) const;  // nullptr when absent
+  const Attribute* Find(std::string_view key) const;
 
   mutable std::string description = {};  // Describe()'s cache
 };

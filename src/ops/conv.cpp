@@ -668,11 +668,11 @@ std::shared_ptr<const FunctionDef> ConvReluMaxPoolFunction() {
                     {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "pool_auto_pad",
                      "pool_ceil_mode", "pool_dilations", "pool_kernel_shape", "pool_pads", "pool_strides"});
   auto attributes = [](const std::string& prefix) {
-    std::map<std::string, Attribute> a = {{"auto_pad", Attribute::Ref(Attribute::Kind::kString, prefix + "auto_pad")}};
+    AttributeMap a = {{"auto_pad", Attribute::Ref(Attribute::Kind::kString, prefix + "auto_pad")}};
     for (const char* name : {"dilations", "kernel_shape", "pads", "strides"}) a[name] = RefInts(prefix + name);
     return a;
   };
-  std::map<std::string, Attribute> conv = attributes(""), pool = attributes("pool_");
+  AttributeMap conv = attributes(""), pool = attributes("pool_");
   conv["group"] = Attribute::Ref(Attribute::Kind::kInt, "group");
   pool["ceil_mode"] = Attribute::Ref(Attribute::Kind::kInt, "pool_ceil_mode");
   b.Op("MaxPool", {b.Op("Relu", {b.Op("Conv", {"X", "W", "B"}, "conv", conv)}, "relu")}, "Y", pool);
@@ -775,7 +775,7 @@ std::vector<int64_t> StaticSpatial(const GradientContext& g, const std::string& 
 
 // Conv/ConvTranspose attributes with auto_pad (and ConvTranspose's output_shape) resolved to
 // explicit pads, as the backward ops take them.
-std::map<std::string, Attribute> ResolvedConvAttributes(const GradientContext& g, bool transpose) {
+AttributeMap ResolvedConvAttributes(const GradientContext& g, bool transpose) {
   const Node& node = g.node();
   const std::string& what = node.Describe();
   int64_t rank = StaticRank(g, g.X(1));
@@ -849,7 +849,7 @@ void ConvGradient(GradientContext& g) {
 void ConvTransposeGradient(GradientContext& g) {
   const std::string& dy = g.dY(0);
   const bool needs_x_or_w = g.NeedsGrad(0) || g.NeedsGrad(1);
-  std::map<std::string, Attribute> attrs;
+  AttributeMap attrs;
   if (needs_x_or_w) attrs = ResolvedConvAttributes(g, true);
   if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Conv", {dy, g.X(1)}, attrs));
   if (g.NeedsGrad(1)) g.SetGrad(1, g.Emit("ConvGrad", {g.X(0), dy, g.X(1)}, 2, attrs, kEdgetrainDomain)[1]);

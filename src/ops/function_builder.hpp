@@ -30,7 +30,7 @@ class FunctionBuilder {
 
   // Appends a node with the given outputs; returns its first output ("" when it has none).
   std::string Node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                   std::map<std::string, Attribute> attributes = {}) {
+                   AttributeMap attributes = {}) {
     edgetrain::Node n;
     n.name = op + "_" + std::to_string(f_->nodes.size());
     n.op_type = op;
@@ -43,7 +43,7 @@ class FunctionBuilder {
   }
   // Appends a node with one output; returns it.
   std::string Op(const std::string& op, std::vector<std::string> inputs, const std::string& output,
-                 std::map<std::string, Attribute> attributes = {}) {
+                 AttributeMap attributes = {}) {
     return Node(op, std::move(inputs), {output}, std::move(attributes));
   }
   // A Constant node holding `value`.

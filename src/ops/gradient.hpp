@@ -35,10 +35,10 @@ class GradientContext {
 
   // Appends a node; returns the names of its `num_outputs` new outputs.
   virtual std::vector<std::string> Emit(const std::string& op_type, const std::vector<std::string>& inputs,
-                                        size_t num_outputs, std::map<std::string, Attribute> attributes = {},
+                                        size_t num_outputs, AttributeMap attributes = {},
                                         const std::string& domain = "") = 0;
   std::string Op(const std::string& op_type, const std::vector<std::string>& inputs,
-                 std::map<std::string, Attribute> attributes = {}, const std::string& domain = "") {
+                 AttributeMap attributes = {}, const std::string& domain = "") {
     return Emit(op_type, inputs, 1, std::move(attributes), domain)[0];
   }
   // A constant value in the graph.

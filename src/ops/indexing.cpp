@@ -768,7 +768,7 @@ void GatherGradKernel(KernelContext& ctx) {
 // then ScatterElements with reduction 'add' along the middle axis.
 std::shared_ptr<const FunctionDef> GatherGradFunction() {
   FunctionBuilder b("GatherGrad", {"dY", "indices", "data_shape"}, {"dX"}, {"axis"});
-  const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
+  const AttributeMap keep = {{"keepdims", Attribute::Int(1)}};
   b.Node("Constant", {}, {"axis_scalar"}, {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
   b.Ints("one", {1});
   b.Ints("zero", {0});
@@ -841,7 +841,7 @@ void CheckPlainScatter(GradientContext& g) {
 void ScatterElementsGradient(GradientContext& g) {
   if (!g.NeedsGrad(0) && !g.NeedsGrad(2)) return;
   CheckPlainScatter(g);
-  const std::map<std::string, Attribute> axis = {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}};
+  const AttributeMap axis = {{"axis", Attribute::Int(g.node().GetInt("axis", 0))}};
   if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("ScatterElements", {g.dY(0), g.X(1), ZerosLike(g, g.X(2))}, axis));
   if (g.NeedsGrad(2)) g.SetGrad(2, g.Op("GatherElements", {g.dY(0), g.X(1)}, axis));
 }
@@ -877,7 +877,7 @@ void ResizeGradient(GradientContext& g) {
                   g.ShapeOf(x)});
   std::vector<std::string> inputs = node.inputs;
   inputs[0] = positions;
-  std::map<std::string, Attribute> attrs = node.attributes;
+  AttributeMap attrs = node.attributes;
   attrs["extrapolation_value"] = Attribute::Float(-1);  // outside the crop: no source element
   std::string sources = g.Op("Resize", inputs, attrs);
   std::string dy = g.dY(0);

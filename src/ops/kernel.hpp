@@ -93,7 +93,7 @@ class KernelContext {
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
-  std::optional<Int64Vector> IntsFromInputOrAttr(size_t index, const std::string& attr) const;
+  std::optional<Int64Vector> IntsFromInputOrAttr(size_t index, std::string_view attr) const;
 
  protected:
   const Node* node_ = nullptr;

@@ -743,7 +743,7 @@ void GemmGradient(GradientContext& g) {
   const std::string& dy = g.dY(0);
   // alpha * op(X) op(Z) with the given transposes, as one Gemm.
   auto product = [&](const std::string& x, bool tx, const std::string& z, bool tz) {
-    std::map<std::string, Attribute> attrs;
+    AttributeMap attrs;
     if (tx) attrs["transA"] = Attribute::Int(1);
     if (tz) attrs["transB"] = Attribute::Int(1);
     if (alpha != 1.0f) attrs["alpha"] = Attribute::Float(alpha);

@@ -555,7 +555,7 @@ std::shared_ptr<const FunctionDef> AveragePoolGradFunction() {
   FunctionBuilder b("AveragePoolGrad", {"dY", "X"}, {"dX"},
                     {"kernel_shape", "strides", "pads", "count_include_pad", "dilations"});
   const Attribute axis0 = Attribute::Int(0);
-  const std::map<std::string, Attribute> window_attrs = {{"strides", RefInts("strides")},
+  const AttributeMap window_attrs = {{"strides", RefInts("strides")},
                                                          {"dilations", RefInts("dilations")}};
   b.Ints("zero", {0});
   b.Ints("two", {2});
@@ -613,8 +613,8 @@ std::shared_ptr<const FunctionDef> AveragePoolGradFunction() {
 // Gradient rules
 
 // Copies the listed attributes of the forward node that are present.
-std::map<std::string, Attribute> CopyAttributes(const Node& node, const std::vector<std::string>& names) {
-  std::map<std::string, Attribute> attrs;
+AttributeMap CopyAttributes(const Node& node, const std::vector<std::string>& names) {
+  AttributeMap attrs;
   for (const auto& name : names)
     if (const Attribute* a = node.Find(name)) attrs[name] = *a;
   return attrs;
@@ -655,7 +655,7 @@ void AveragePoolGradient(GradientContext& g) {
     }
   }
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  std::map<std::string, Attribute> attrs = {{"kernel_shape", Attribute::Ints(kernel)},
+  AttributeMap attrs = {{"kernel_shape", Attribute::Ints(kernel)},
                                             {"strides", Attribute::Ints(strides)},
                                             {"pads", Attribute::Ints(pads)},
                                             {"dilations", Attribute::Ints(dilations)},

@@ -523,7 +523,7 @@ void ReduceExtremeGradient(GradientContext& g) {
 
 // CumSum: the gradient is the cumulative sum of dY in the opposite direction (same exclusivity).
 void CumSumGradient(GradientContext& g) {
-  std::map<std::string, Attribute> attrs = {{"exclusive", Attribute::Int(g.node().GetInt("exclusive", 0))},
+  AttributeMap attrs = {{"exclusive", Attribute::Int(g.node().GetInt("exclusive", 0))},
                                             {"reverse", Attribute::Int(g.node().GetInt("reverse", 0) != 0 ? 0 : 1)}};
   g.SetGrad(0, g.Op("CumSum", {g.dY(0), g.X(1)}, std::move(attrs)));
 }

@@ -72,7 +72,7 @@ void KernelContext::SetOutputValue(size_t i, const RuntimeValue& value) {
   if (value.tensor.nbytes()) std::memcpy(out.raw(), value.tensor.raw(), value.tensor.nbytes());
 }
 
-std::optional<Int64Vector> KernelContext::IntsFromInputOrAttr(size_t index, const std::string& attr) const {
+std::optional<Int64Vector> KernelContext::IntsFromInputOrAttr(size_t index, std::string_view attr) const {
   if (HasInput(index)) {
     const Tensor& t = Input(index);
     Int64Vector values(static_cast<size_t>(t.numel()));

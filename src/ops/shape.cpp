@@ -685,7 +685,7 @@ void PadGradient(GradientContext& g) {
   const std::string mode = g.node().GetString("mode", "constant");
   const bool pads_in_attr = g.opset() < 11;
   const std::string axes = g.X(3);
-  auto pad = [&](const std::string& data, const std::string& pads, std::map<std::string, Attribute> attrs) {
+  auto pad = [&](const std::string& data, const std::string& pads, AttributeMap attrs) {
     std::vector<std::string> inputs = {data, pads};
     if (!axes.empty()) inputs.insert(inputs.end(), {"", axes});
     return g.Op("Pad", inputs, std::move(attrs));
@@ -706,7 +706,7 @@ void PadGradient(GradientContext& g) {
       g.SetGrad(0, dx);
     }
     if (g.NeedsGrad(2)) {  // the fill value reaches every padded element
-      const std::map<std::string, Attribute> all = {{"keepdims", Attribute::Int(0)}};
+      const AttributeMap all = {{"keepdims", Attribute::Int(0)}};
       const std::string filled = g.Op("Sub", {g.Op("ReduceSum", {g.dY(0)}, all), g.Op("ReduceSum", {dx}, all)});
       g.SetGrad(2, g.Op("Reshape", {filled, g.ShapeOf(g.X(2))}));
     }
@@ -745,7 +745,7 @@ void TileGradient(GradientContext& g) {
 // SliceGrad in standard ONNX ops: slice a tensor of element positions like X, then scatter dY to them.
 std::shared_ptr<const FunctionDef> SliceGradFunction() {
   FunctionBuilder b("SliceGrad", {"dY", "x_shape", "starts", "ends", "axes", "steps"}, {"dX"});
-  const std::map<std::string, Attribute> allow_zero = {{"allowzero", Attribute::Int(1)}};
+  const AttributeMap allow_zero = {{"allowzero", Attribute::Int(1)}};
   b.Constant("zero", Tensor::Scalar<int64_t>(0));
   b.Constant("one", Tensor::Scalar<int64_t>(1));
   b.Constant("flat", Tensor::FromVector<int64_t>({-1}, {1}));

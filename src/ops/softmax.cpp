@@ -215,7 +215,7 @@ std::shared_ptr<const FunctionDef> SoftmaxBackwardFunction(SoftmaxMode mode) {
   f.Op("Constant", {}, "axis", {{"value_int", Attribute::Ref(Attribute::Kind::kInt, "axis")}});
   f.Ints("zero", {0});
   f.Op("Unsqueeze", {"axis", "zero"}, "axes");
-  const std::map<std::string, Attribute> keep = {{"keepdims", Attribute::Int(1)}};
+  const AttributeMap keep = {{"keepdims", Attribute::Int(1)}};
   if (mode == SoftmaxMode::kSoftmax) {
     f.Op("Mul", {"dY", "Y"}, "product");
     f.Op("ReduceSum", {"product", "axes"}, "sum", keep);
@@ -241,7 +241,7 @@ void SoftmaxGradient(GradientContext& g) {
                       kEdgetrainDomain));
     return;
   }
-  const std::map<std::string, Attribute> flatten = {{"axis", Attribute::Int(node.GetInt("axis", 1))}};
+  const AttributeMap flatten = {{"axis", Attribute::Int(node.GetInt("axis", 1))}};
   std::string dy_rows = g.Op("Flatten", {g.dY(0)}, flatten);
   std::string y_rows = g.Op("Flatten", {g.Y(0)}, flatten);
   std::string dx_rows = g.Op(fused, {dy_rows, y_rows}, {{"axis", Attribute::Int(1)}}, kEdgetrainDomain);

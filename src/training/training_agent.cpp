@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kOutputGradSuffix = ".output_grad";
 
 Node MakeNode(const std::string& op, std::vector<std::string> inputs, std::string output,
-              std::map<std::string, Attribute> attributes = {}) {
+              AttributeMap attributes = {}) {
   Node n;
   n.name = "agent_" + output;
   n.op_type = op;
