@@ -57,7 +57,7 @@ void Im2Col(const ConvGeometry& g, int64_t channels, const T* x, T* col) {
   const int64_t out_last = g.output[last], in_last = g.input[last];
   const int64_t stride_last = g.strides[last];
   const int64_t outer_positions = out_size / std::max<int64_t>(out_last, 1);
-  std::vector<int64_t> koff(spatial), opos(spatial);
+  Int64Vector koff(spatial), opos(spatial);
   for (int64_t c = 0; c < channels; ++c) {
     const T* xc = x + c * in_size;
     std::fill(koff.begin(), koff.end(), 0);
@@ -111,7 +111,7 @@ void Col2ImAdd(const ConvGeometry& g, int64_t channels, const T* col, T* y) {
   const size_t last = spatial - 1;
   const int64_t in_last = g.input[last], out_last = g.output[last], stride_last = g.strides[last];
   const int64_t outer_positions = in_size / std::max<int64_t>(in_last, 1);
-  std::vector<int64_t> koff(spatial), ipos(spatial);
+  Int64Vector koff(spatial), ipos(spatial);
   for (int64_t c = 0; c < channels; ++c) {
     T* yc = y + c * out_size;
     std::fill(koff.begin(), koff.end(), 0);
@@ -147,18 +147,28 @@ void Col2ImAdd(const ConvGeometry& g, int64_t channels, const T* col, T* y) {
   }
 }
 
-// Runs fn(image, group, pool_for_gemm) for every (image, group): in parallel when there are
-// enough of them (GEMM then single-threaded), else one after another with a threaded GEMM.
+// Runs fn(chunk, begin, end) for [0, n) cut into `chunks` nearly equal parts, in parallel.
+template <typename Fn>
+void ForEachChunk(ThreadPool& pool, int64_t n, int64_t chunks, Fn&& fn) {
+  pool.ParallelFor(chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) fn(c, n * c / chunks, n * (c + 1) / chunks);
+  });
+}
+
+// Runs fn(image, group, pool_for_gemm, slot) for every (image, group): in at most one chunk per
+// thread when there are enough of them (GEMM then single-threaded; `slot` is the chunk, < the
+// pool's thread count, for per-chunk scratch), else one after another with a threaded GEMM (slot 0).
 template <typename Fn>
 void ForEachImageGroup(ThreadPool& pool, int64_t batch, int64_t group, int64_t work_per_item, Fn&& fn) {
   const int64_t items = batch * group;
-  if (items >= pool.num_threads() && pool.num_threads() > 1) {
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work_per_item, 1));
-    pool.ParallelFor(items, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) fn(i / group, i % group, nullptr);
+  const int64_t min_items = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(work_per_item, 1));
+  const int64_t chunks = items >= pool.num_threads() ? std::min<int64_t>(pool.num_threads(), items / min_items) : 1;
+  if (chunks > 1) {
+    ForEachChunk(pool, items, chunks, [&](int64_t slot, int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) fn(i / group, i % group, nullptr, slot);
     });
   } else {
-    for (int64_t i = 0; i < items; ++i) fn(i / group, i % group, &pool);
+    for (int64_t i = 0; i < items; ++i) fn(i / group, i % group, &pool, int64_t{0});
   }
 }
 
@@ -226,8 +236,9 @@ bool IsFullyConnected(const ConvGeometry& g) {
 
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
-void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
+void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
                  bool relu = false) {
+  ThreadPool& threads = ctx.threads();
   const size_t spatial = g.input.size();
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
@@ -246,7 +257,11 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
   bool pointwise = true;
   for (size_t d = 0; d < spatial; ++d)
     pointwise = pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
-  ForEachImageGroup(threads, g.batch, g.group, mg * rows * out_size, [&](int64_t n, int64_t grp, ThreadPool* pool) {
+  const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * out_size);
+  NodeScratch<T> scratch(ctx, col_size * static_cast<size_t>(threads.num_threads()));
+  const std::span<T> cols = scratch.Take(col_size * static_cast<size_t>(threads.num_threads()));
+  ForEachImageGroup(threads, g.batch, g.group, mg * rows * out_size, [&](int64_t n, int64_t grp, ThreadPool* pool,
+                                                                        int64_t slot) {
     const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
     T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
     T beta = T(0);
@@ -255,11 +270,10 @@ void ConvCompute(ThreadPool& threads, const ConvGeometry& g, const T* xp, const 
       beta = T(1);
     }
     const T* columns = x_ng;
-    std::vector<T> col;
     if (!pointwise) {
-      col.resize(static_cast<size_t>(rows * out_size));
-      Im2Col(g, cg, x_ng, col.data());
-      columns = col.data();
+      T* col = cols.data() + static_cast<size_t>(slot) * col_size;
+      Im2Col(g, cg, x_ng, col);
+      columns = col;
     }
     Gemm<T>(false, false, mg, out_size, rows, T(1), wp + grp * mg * rows, rows, columns, out_size, beta, y_ng, out_size,
             pool);
@@ -295,7 +309,7 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
           conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
         return;
     }
-    ConvCompute<T>(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
+    ConvCompute<T>(ctx, g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
   });
 }
 
@@ -364,7 +378,7 @@ void ConvIntegerKernel(KernelContext& ctx) {
   const std::vector<double> wc = CenteredInt8(ctx, w, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, g.out_channels, "w");
   Tensor& y = ctx.Output(0, ConvOutputShape(g), DataType::kInt32);
   std::vector<double> acc(static_cast<size_t>(y.numel()));
-  ConvCompute<double>(ctx.threads(), g, xc.data(), wc.data(), nullptr, acc.data());
+  ConvCompute<double>(ctx, g, xc.data(), wc.data(), nullptr, acc.data());
   int32_t* yp = y.data<int32_t>();
   for (size_t i = 0; i < acc.size(); ++i) yp[i] = static_cast<int32_t>(static_cast<int64_t>(acc[i]));
 }
@@ -400,7 +414,7 @@ void QLinearConvKernel(KernelContext& ctx) {
   }
   Tensor& y = ctx.Output(0, ConvOutputShape(g), y_type);
   std::vector<double> acc(static_cast<size_t>(y.numel()));
-  ConvCompute<double>(ctx.threads(), g, xc.data(), wc.data(), bias.empty() ? nullptr : bias.data(), acc.data());
+  ConvCompute<double>(ctx, g, xc.data(), wc.data(), bias.empty() ? nullptr : bias.data(), acc.data());
   const int64_t out_size = g.OutputSize();
   const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
   uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
@@ -487,17 +501,22 @@ void ConvTransposeKernel(KernelContext& ctx) {
     const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
     const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
     const int64_t rows = mg * kernel_size;
-    ForEachImageGroup(ctx.threads(), g.batch, g.group, rows * cg * in_size, [&](int64_t n, int64_t grp, ThreadPool* pool) {
-      const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
-      T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
-      for (int64_t m = 0; m < mg; ++m)
-        std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp ? bp[grp * mg + m] : T(0));
-      std::vector<T> col(static_cast<size_t>(rows * in_size));
-      // col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i]
-      Gemm<T>(true, false, rows, in_size, cg, T(1), wp + grp * cg * rows, rows, x_ng, in_size, T(0), col.data(), in_size,
-              pool);
-      Col2ImAdd(g, mg, col.data(), y_ng);
-    });
+    const size_t col_size = static_cast<size_t>(rows * in_size);
+    const size_t slots = static_cast<size_t>(ctx.threads().num_threads());
+    NodeScratch<T> scratch(ctx, col_size * slots);
+    const std::span<T> cols = scratch.Take(col_size * slots);
+    ForEachImageGroup(ctx.threads(), g.batch, g.group, rows * cg * in_size,
+                      [&](int64_t n, int64_t grp, ThreadPool* pool, int64_t slot) {
+                        const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
+                        T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+                        for (int64_t m = 0; m < mg; ++m)
+                          std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp ? bp[grp * mg + m] : T(0));
+                        T* col = cols.data() + static_cast<size_t>(slot) * col_size;
+                        // col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i]
+                        Gemm<T>(true, false, rows, in_size, cg, T(1), wp + grp * cg * rows, rows, x_ng, in_size, T(0),
+                                col, in_size, pool);
+                        Col2ImAdd(g, mg, col, y_ng);
+                      });
   });
 }
 
@@ -523,7 +542,8 @@ bool IsPointwise(const ConvGeometry& g) {
 // dW_group += dY_ng * im2col(X_ng)^T and dX_ng = col2im(W_group^T * dY_ng). dW is accumulated
 // per group (many groups) or per batch chunk with one partial sum per chunk, then reduced.
 template <typename T>
-void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy, const T* x, const T* w, T* dx, T* dw) {
+void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy, const T* x, const T* w, T* dx, T* dw) {
+  ThreadPool& threads = ctx.threads();
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   const int64_t rows = cg * g.KernelSize();
@@ -532,14 +552,14 @@ void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy
   const ConvGeometry back = ColumnsToImage(g);
   const bool needs_columns = !pointwise;
   // One (image, group): dW rows of the group get the product (overwritten when `first`).
-  auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, std::vector<T>& col, ThreadPool* pool) {
+  auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
     const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
     const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
     if (dw_group) {
       const T* columns = x_ng;
       if (needs_columns) {
-        Im2Col(g, cg, x_ng, col.data());
-        columns = col.data();
+        Im2Col(g, cg, x_ng, col);
+        columns = col;
       }
       Gemm<T>(false, true, mg, rows, out_size, T(1), dy_ng, out_size, columns, out_size, first ? T(0) : T(1), dw_group,
               rows, pool);
@@ -550,14 +570,11 @@ void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy
       if (pointwise) {
         Gemm<T>(true, false, cg, out_size, mg, T(1), w_group, rows, dy_ng, out_size, T(0), dx_ng, in_size, pool);
       } else {
-        Gemm<T>(true, false, rows, out_size, mg, T(1), w_group, rows, dy_ng, out_size, T(0), col.data(), out_size, pool);
+        Gemm<T>(true, false, rows, out_size, mg, T(1), w_group, rows, dy_ng, out_size, T(0), col, out_size, pool);
         std::fill(dx_ng, dx_ng + cg * in_size, T(0));
-        Col2ImAdd(back, cg, col.data(), dx_ng);
+        Col2ImAdd(back, cg, col, dx_ng);
       }
     }
-  };
-  auto scratch = [&] {
-    return std::vector<T>(needs_columns ? static_cast<size_t>(rows * out_size) : size_t{0});
   };
   if (dw && g.batch == 0) std::fill(dw, dw + w_size, T(0));
   if (IsFullyConnected(g) && g.batch > 0) {  // dW[M, R] = dY[N, M]^T * X[N, R], dX[N, R] = dY * W[M, R]
@@ -569,36 +586,36 @@ void ConvBackwardCompute(ThreadPool& threads, const ConvGeometry& g, const T* dy
   }
   const int64_t num_threads = threads.num_threads();
   const int64_t work_per_item = mg * rows * out_size;
+  // One im2col buffer per chunk and, for dW summed over batch chunks, a partial dW per chunk but the first.
+  const size_t col_size = needs_columns ? static_cast<size_t>(rows * out_size) : 0;
+  const size_t slots = static_cast<size_t>(num_threads);
+  NodeScratch<T> scratch(ctx, (col_size + static_cast<size_t>(w_size)) * slots);
+  const std::span<T> cols = scratch.Take(col_size * slots);
+  auto col_of = [&](int64_t slot) { return cols.data() + static_cast<size_t>(slot) * col_size; };
   if (!dw) {
-    ForEachImageGroup(threads, g.batch, g.group, work_per_item, [&](int64_t n, int64_t grp, ThreadPool* pool) {
-      std::vector<T> col = scratch();
-      step(n, grp, nullptr, true, col, pool);
+    ForEachImageGroup(threads, g.batch, g.group, work_per_item, [&](int64_t n, int64_t grp, ThreadPool* pool,
+                                                                    int64_t slot) {
+      step(n, grp, nullptr, true, col_of(slot), pool);
     });
   } else if (g.group >= num_threads && num_threads > 1) {
-    // Each thread owns the dW rows of its groups.
-    threads.ParallelFor(g.group, 1, [&](int64_t begin, int64_t end) {
-      std::vector<T> col = scratch();
+    // Each chunk owns the dW rows of its groups.
+    ForEachChunk(threads, g.group, num_threads, [&](int64_t slot, int64_t begin, int64_t end) {
       for (int64_t grp = begin; grp < end; ++grp)
-        for (int64_t n = 0; n < g.batch; ++n) step(n, grp, dw + grp * mg * rows, n == 0, col, nullptr);
+        for (int64_t n = 0; n < g.batch; ++n) step(n, grp, dw + grp * mg * rows, n == 0, col_of(slot), nullptr);
     });
   } else {
     const int64_t chunks = std::min<int64_t>(num_threads, g.batch);
     if (chunks <= 1) {
-      std::vector<T> col = scratch();
       for (int64_t n = 0; n < g.batch; ++n)
-        for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, dw + grp * mg * rows, n == 0, col, &threads);
+        for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, dw + grp * mg * rows, n == 0, col_of(0), &threads);
       return;
     }
     // Chunk 0 accumulates into dw itself, chunk c > 0 into partial c - 1.
-    std::vector<T> partial(static_cast<size_t>((chunks - 1) * w_size));
-    threads.ParallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
-      std::vector<T> col = scratch();
-      for (int64_t c = begin; c < end; ++c) {
-        T* target = c == 0 ? dw : partial.data() + (c - 1) * w_size;
-        const int64_t first = g.batch * c / chunks, last = g.batch * (c + 1) / chunks;
-        for (int64_t n = first; n < last; ++n)
-          for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, target + grp * mg * rows, n == first, col, nullptr);
-      }
+    const std::span<T> partial = scratch.Take(static_cast<size_t>((chunks - 1) * w_size));
+    ForEachChunk(threads, g.batch, chunks, [&](int64_t c, int64_t first, int64_t last) {
+      T* target = c == 0 ? dw : partial.data() + (c - 1) * w_size;
+      for (int64_t n = first; n < last; ++n)
+        for (int64_t grp = 0; grp < g.group; ++grp) step(n, grp, target + grp * mg * rows, n == first, col_of(c), nullptr);
     });
     threads.ParallelFor(w_size, 4096, [&](int64_t begin, int64_t end) {
       for (int64_t c = 1; c < chunks; ++c) {
@@ -653,7 +670,7 @@ void ConvGradKernel(KernelContext& ctx) {
         if (dw && conv_dnnl::ConvBackwardWeights(g, dy.data<T>(), x.data<T>(), dw, db, threads)) dw = db = nullptr;
       }
     }
-    if (dx || dw) ConvBackwardCompute<T>(ctx.threads(), g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
+    if (dx || dw) ConvBackwardCompute<T>(ctx, g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
     if (db) ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
   });
 }

@@ -30,6 +30,7 @@ struct PoolGeometry {
   Int64Vector input, output, kernel, strides, dilations, pad_begin, pad_end;
   int64_t InputSize() const { return ConvGeometry::Product(input); }
   int64_t OutputSize() const { return ConvGeometry::Product(output); }
+  bool operator==(const PoolGeometry&) const = default;
 };
 
 // Each function runs one pass on `threads` threads. It returns false when this build has no oneDNN

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ struct RuntimeValue {
     v.tensor = std::move(t);
     return v;
   }
+};
+
+// What a kernel keeps for its node from one run to the next, and which of the kernel's users
+// (NodeStateFor) it belongs to.
+struct KeptState {
+  const void* user = nullptr;
+  std::shared_ptr<void> object;
 };
 
 class KernelContext {
@@ -87,9 +95,22 @@ class KernelContext {
     return false;
   }
 
-  // What a kernel keeps for its node from one run to the next (weights packed from a constant input),
-  // owned by the session and freed with it; null where nothing is kept (constant folding).
-  virtual std::shared_ptr<void>* NodeState() { return nullptr; }
+  // What a kernel keeps for its node from one run to the next (weights packed from a constant input,
+  // scratch memory), owned by the session and freed with it; null where nothing is kept (constant
+  // folding). Use NodeStateFor.
+  virtual KeptState* NodeState() { return nullptr; }
+  // The node's kept object for `user` (the address of a variable that names one kind of state): empty
+  // until that user stores one. A node keeps one user's object at a time; asking for another user's
+  // drops it, so two users of one node never see each other's type.
+  std::shared_ptr<void>* NodeStateFor(const void* user) {
+    KeptState* state = NodeState();
+    if (!state) return nullptr;
+    if (state->user != user) {
+      state->object.reset();
+      state->user = user;
+    }
+    return &state->object;
+  }
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
@@ -101,6 +122,36 @@ class KernelContext {
   ThreadPool* threads_ = nullptr;
   std::mt19937_64* rng_ = nullptr;
   size_t num_inputs_ = 0, num_outputs_ = 0;
+};
+
+// Memory for a kernel's per-call temporaries, kept in the node's state between runs so that a warm
+// run allocates nothing; a buffer of its own where the context keeps no state.
+template <typename T>
+class NodeScratch {
+ public:
+  NodeScratch(KernelContext& ctx, size_t count) {
+    static constexpr char kUser = 0;
+    std::shared_ptr<void>* state = ctx.NodeStateFor(&kUser);
+    if (state && *state) {
+      buffer_ = std::static_pointer_cast<std::vector<T>>(*state);
+    } else {
+      buffer_ = std::make_shared<std::vector<T>>();
+      if (state) *state = buffer_;
+    }
+    if (buffer_->size() < count) buffer_->resize(count);
+  }
+  // The next `n` values (contents unspecified); at most `count` in all.
+  std::span<T> Take(size_t n) {
+    ET_CHECK(used_ + n <= buffer_->size(), ErrorCode::kInternal, "NodeScratch: ", used_ + n, " values taken, ",
+             buffer_->size(), " reserved");
+    const std::span<T> part(buffer_->data() + used_, n);
+    used_ += n;
+    return part;
+  }
+
+ private:
+  std::shared_ptr<std::vector<T>> buffer_;
+  size_t used_ = 0;
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

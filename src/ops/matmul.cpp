@@ -297,6 +297,7 @@ Tensor& GemmForward(KernelContext& ctx, bool relu) {
              DataTypeName(c.dtype()), " does not broadcast to the output [", m, ", ", n, "]");
   }
   Tensor& y = ctx.Output(0, {m, n}, a.dtype());
+  static constexpr char kPackedWeights = 0;  // NodeStateFor's user: the weights DnnlLinear packed
   // A linear layer (no A transpose, unit scales, C absent or a row of n) runs as one oneDNN matmul
   // with the bias fused, when the batch is large enough for it to beat the sgemm path.
   const bool bias_row = !has_c || (ctx.Input(2).numel() == n && ctx.Input(2).dtype() == DataType::kFloat32);
@@ -304,7 +305,7 @@ Tensor& GemmForward(KernelContext& ctx, bool relu) {
       (!has_c || beta_attr == 1.0) &&
       gemm_detail::DnnlLinear(m, n, k, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), trans_b,
                               has_c ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
-                              ctx.threads().num_threads(), relu, ctx.InputIsConstant(1) ? ctx.NodeState() : nullptr))
+                              ctx.threads().num_threads(), relu, ctx.InputIsConstant(1) ? ctx.NodeStateFor(&kPackedWeights) : nullptr))
     return y;
   VisitNumeric(a.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -33,7 +33,7 @@ int64_t DimProduct(const Shape& dims, size_t begin, size_t end) {
 int64_t GrainFor(int64_t block) { return std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(block, 1)); }
 
 // Writes `values` (double) into a float tensor of dtype float32/float64.
-void StoreDoubles(Tensor& out, const std::vector<double>& values, const std::string& what) {
+void StoreDoubles(Tensor& out, std::span<const double> values, const std::string& what) {
   VisitFloat(out.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = out.data<T>();
@@ -41,20 +41,33 @@ void StoreDoubles(Tensor& out, const std::vector<double>& values, const std::str
   });
 }
 
-// A per-channel parameter (scale, bias, mean, var) of `channels` values, read as doubles.
-std::vector<double> ChannelParameter(const KernelContext& ctx, size_t index, const char* name, int64_t channels) {
+// A per-channel parameter (scale, bias, mean, var) of `channels` values, read as doubles into `out`
+// (returned).
+std::span<double> ChannelParameter(const KernelContext& ctx, size_t index, const char* name, int64_t channels,
+                                   std::span<double> out) {
   const Tensor& t = ctx.Input(index);
   ET_CHECK(t.numel() == channels, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": input '", name,
            "' has shape ", ShapeToString(t.shape()), " but ", channels, " values are expected");
   ET_CHECK(IsFloatType(t.dtype()), ErrorCode::kNotImplemented, ctx.node().Describe(), ": input '", name,
            "' has unsupported element type ", DataTypeName(t.dtype()));
-  return t.ToDoubleVector();
+  VisitFloat(t.dtype(), ctx.node().Describe(), [&](auto tag) {
+    const auto* values = t.data<typename decltype(tag)::type>();
+    for (int64_t c = 0; c < channels; ++c) out[c] = static_cast<double>(values[c]);
+  });
+  return out;
+}
+
+// ChannelParameter into a vector of its own.
+std::vector<double> ChannelParameter(const KernelContext& ctx, size_t index, const char* name, int64_t channels) {
+  std::vector<double> values(static_cast<size_t>(channels));
+  ChannelParameter(ctx, index, name, channels, values);
+  return values;
 }
 
 // Y[n, c, s] = X[n, c, s] * multiplier[c] + offset[c] over blocks of `spatial` elements.
 template <typename T>
 void ApplyChannelAffine(KernelContext& ctx, const T* x, T* y, int64_t batch, int64_t channels, int64_t spatial,
-                        const std::vector<double>& multiplier, const std::vector<double>& offset) {
+                        std::span<const double> multiplier, std::span<const double> offset) {
   ctx.threads().ParallelFor(batch * channels, GrainFor(spatial), [&](int64_t begin, int64_t end) {
     for (int64_t block = begin; block < end; ++block) {
       const int64_t c = block % channels;
@@ -153,10 +166,12 @@ void BatchNormalizationKernel(KernelContext& ctx) {
   const int64_t channels = spatial ? x.dim(1) : DimProduct(x.shape(), 1, x.rank());
   const int64_t spatial_size = spatial ? DimProduct(x.shape(), 2, x.rank()) : 1;
 
-  const std::vector<double> scale = ChannelParameter(ctx, 1, "scale", channels);
-  const std::vector<double> bias = ChannelParameter(ctx, 2, "B", channels);
-  std::vector<double> mean = ChannelParameter(ctx, 3, "input_mean", channels);
-  std::vector<double> var = ChannelParameter(ctx, 4, "input_var", channels);
+  const size_t n = static_cast<size_t>(channels);
+  NodeScratch<double> scratch(ctx, 11 * n);
+  const std::span<const double> scale = ChannelParameter(ctx, 1, "scale", channels, scratch.Take(n));
+  const std::span<const double> bias = ChannelParameter(ctx, 2, "B", channels, scratch.Take(n));
+  std::span<double> mean = ChannelParameter(ctx, 3, "input_mean", channels, scratch.Take(n));
+  std::span<double> var = ChannelParameter(ctx, 4, "input_var", channels, scratch.Take(n));
   const DataType stat_dtype = ctx.Input(3).dtype();
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
@@ -166,7 +181,7 @@ void BatchNormalizationKernel(KernelContext& ctx) {
     T* yp = y.data<T>();
 
     if (training) {
-      std::vector<double> batch_mean(channels), batch_var(channels);
+      const std::span<double> batch_mean = scratch.Take(n), batch_var = scratch.Take(n);
       const double count = static_cast<double>(batch * spatial_size);
       ctx.threads().ParallelFor(channels, GrainFor(batch * spatial_size), [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) {
@@ -180,7 +195,8 @@ void BatchNormalizationKernel(KernelContext& ctx) {
           batch_var[c] = count > 0 ? squares / count : 0.0;  // population variance, as the spec says
         }
       });
-      std::vector<double> running_mean(channels), running_var(channels), saved_inv_std(channels);
+      const std::span<double> running_mean = scratch.Take(n), running_var = scratch.Take(n);
+      const std::span<double> saved_inv_std = scratch.Take(n);
       for (int64_t c = 0; c < channels; ++c) {
         running_mean[c] = mean[c] * momentum + batch_mean[c] * (1 - momentum);
         running_var[c] = var[c] * momentum + batch_var[c] * (1 - momentum);
@@ -191,11 +207,11 @@ void BatchNormalizationKernel(KernelContext& ctx) {
       if (ctx.HasOutput(2)) StoreDoubles(ctx.Output(2, stat_shape, stat_dtype), running_var, node.Describe());
       if (ctx.HasOutput(3)) StoreDoubles(ctx.Output(3, stat_shape, stat_dtype), batch_mean, node.Describe());
       if (ctx.HasOutput(4)) StoreDoubles(ctx.Output(4, stat_shape, stat_dtype), saved_inv_std, node.Describe());
-      mean = std::move(batch_mean);
-      var = std::move(batch_var);
+      mean = batch_mean;
+      var = batch_var;
     }
 
-    std::vector<double> multiplier(channels), offset(channels);
+    const std::span<double> multiplier = scratch.Take(n), offset = scratch.Take(n);
     for (int64_t c = 0; c < channels; ++c) {
       multiplier[c] = scale[c] / std::sqrt(var[c] + epsilon);
       offset[c] = bias[c] - mean[c] * multiplier[c];
@@ -667,13 +683,15 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
   const double epsilon = node.GetFloat("epsilon", 1e-5f);
   const int64_t batch = x.dim(0), channels = x.dim(1);
   const int64_t spatial = DimProduct(x.shape(), 2, x.rank());
-  const std::vector<double> scale = ChannelParameter(ctx, 2, "scale", channels);
+  const size_t n = static_cast<size_t>(channels);
+  NodeScratch<double> scratch(ctx, 5 * n);
+  const std::span<const double> scale = ChannelParameter(ctx, 2, "scale", channels, scratch.Take(n));
   const Tensor& scale_tensor = ctx.Input(2);
   const double count = static_cast<double>(batch * spatial);
-  std::vector<double> saved_mean, saved_inv_std;
+  std::span<const double> saved_mean, saved_inv_std;
   if (saved_statistics) {
-    saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels);
-    saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels);
+    saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels, scratch.Take(n));
+    saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels, scratch.Take(n));
   }
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
@@ -681,7 +699,7 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
     const T* xp = x.data<T>();
     const T* dyp = dy.data<T>();
     T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
-    std::vector<double> dscale(channels, 0.0), dbias(channels, 0.0);
+    const std::span<double> dscale = scratch.Take(n), dbias = scratch.Take(n);
     ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double mean = 0;

@@ -173,6 +173,24 @@ PoolWindows BuildWindows(const PoolGeometry& g) {
   return w;
 }
 
+// The windows of `g`, kept in the node's state and rebuilt only when the geometry changes, so that
+// a warm run allocates nothing (built afresh where the context keeps no state).
+std::shared_ptr<const PoolWindows> WindowsFor(KernelContext& ctx, const PoolGeometry& g) {
+  struct Cached {
+    PoolGeometry geometry;
+    PoolWindows windows;
+  };
+  static constexpr char kUser = 0;
+  std::shared_ptr<void>* state = ctx.NodeStateFor(&kUser);
+  if (state && *state) {
+    auto cached = std::static_pointer_cast<Cached>(*state);
+    if (cached->geometry == g) return {cached, &cached->windows};
+  }
+  auto fresh = std::make_shared<Cached>(Cached{g, BuildWindows(g)});
+  if (state) *state = fresh;
+  return {fresh, &fresh->windows};
+}
+
 Shape PoolOutputShape(const Shape& x, const Int64Vector& spatial_out) {
   Shape shape = {x[0], x[1]};
   shape.insert(shape.end(), spatial_out.begin(), spatial_out.end());
@@ -219,7 +237,8 @@ int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
 void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices,
                     int64_t storage_order) {
   const std::string& what = ctx.node().Describe();
-  const PoolWindows windows = BuildWindows(g);
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitNumeric(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -262,7 +281,8 @@ void AveragePoolKernel(KernelContext& ctx) {
   const std::string& what = ctx.node().Describe();
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
-  const PoolWindows windows = BuildWindows(g);
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   Tensor& y = ctx.Output(0, PoolOutputShape(x.shape(), g.output), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(x.dtype(), what, [&](auto tag) {
@@ -313,7 +333,8 @@ void LpPoolKernel(KernelContext& ctx) {
   const std::string& what = ctx.node().Describe();
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   const double p = LpNormOrder(ctx);
-  const PoolWindows windows = BuildWindows(g);
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   Tensor& y = ctx.Output(0, PoolOutputShape(x.shape(), g.output), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(x.dtype(), what, [&](auto tag) {
@@ -463,7 +484,8 @@ void MaxPoolGradKernel(KernelContext& ctx) {
   CheckSameType(ctx, dy, x);
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   CheckPoolGradient(ctx, dy, x.shape(), g);
-  const PoolWindows windows = BuildWindows(g);
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
@@ -488,7 +510,8 @@ void AveragePoolBackward(KernelContext& ctx, const Tensor& dy, const Shape& x_sh
   const PoolGeometry g = ReadPoolGeometry(ctx, x_shape, true);
   CheckPoolGradient(ctx, dy, x_shape, g);
   const bool count_include_pad = ctx.node().GetInt("count_include_pad", 0) != 0;
-  const PoolWindows windows = BuildWindows(g);
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   Tensor& dx = ctx.Output(0, x_shape, dy.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitFloat(dy.dtype(), ctx.node().Describe(), [&](auto tag) {

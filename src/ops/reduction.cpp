@@ -369,7 +369,12 @@ namespace {
 
 // ai.edgetrain.SumToShape(G, shape): sums G over the axes along which `shape` was broadcast to G's
 // shape (numpy rules), giving a tensor of `shape`. The autodiff walk's dynamic un-broadcast.
-void SumToShapeKernel(KernelContext& ctx) { SumToShape(ctx, ctx.Input(0), ctx.Input(1).ToInt64Vector(), 0); }
+void SumToShapeKernel(KernelContext& ctx) {
+  const Tensor& shape = ctx.Input(1);
+  Shape target(static_cast<size_t>(shape.numel()));
+  for (int64_t i = 0; i < shape.numel(); ++i) target[static_cast<size_t>(i)] = shape.Int64At(i);
+  SumToShape(ctx, ctx.Input(0), target, 0);
+}
 
 // SumToShape in standard ONNX ops: axes = where the right-aligned target is 1 but G is not, plus
 // the leading axes; ReduceSum keeping dims, then Reshape to the target.

@@ -42,7 +42,7 @@ class StepContext final : public KernelContext {
   StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
               const std::vector<const RuntimeValue*>& inputs, const std::vector<RuntimeValue*>& outputs,
               std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, size_t step,
-              const Graph* graph, std::shared_ptr<void>* state = nullptr)
+              const Graph* graph, KeptState* state = nullptr)
       : inputs_(inputs),
         outputs_(outputs),
         scratch_(scratch),
@@ -119,7 +119,7 @@ class StepContext final : public KernelContext {
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
   bool InputMayBeOverwritten(size_t i) const override;
   bool InputIsConstant(size_t i) const override;
-  std::shared_ptr<void>* NodeState() override { return state_; }
+  KeptState* NodeState() override { return state_; }
 
   const ValueInfo* DeclaredOutput(size_t i) const override {
     if (!graph_ || i >= node_->outputs.size() || node_->outputs[i].empty()) return nullptr;
@@ -134,7 +134,7 @@ class StepContext final : public KernelContext {
   GraphExecutor* executor_;       // runs subgraphs; null where they cannot run
   size_t step_;                   // the node's place in executor_'s order
   const Graph* graph_;            // the graph the node belongs to, for DeclaredOutput
-  std::shared_ptr<void>* state_;  // the node's kernel state, kept across runs
+  KeptState* state_;  // the node's kernel state, kept across runs
   RuntimeValue unrequested_;      // an unrequested output sequence, filled and dropped
 };
 
@@ -346,7 +346,7 @@ class GraphExecutor {
     std::vector<RuntimeValue*> output_values;
     std::vector<Tensor> scratch;  // unrequested outputs, reused between runs
     StepMemory memory;
-    std::shared_ptr<void> state;  // the kernel's NodeState
+    KeptState state;  // the kernel's NodeState
   };
 
   // True when output `slot` (made by step k) is bound and may be written there: same dtype and
