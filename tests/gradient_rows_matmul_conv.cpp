@@ -91,6 +91,10 @@ std::vector<GradCase> MatMulConvGradCases() {
        {{"auto_pad", Attribute::String("SAME_LOWER")}}},
       {"Conv_2d_valid", "Conv", {In({2, 2, 5, 5}), In({3, 2, 3, 3})},
        {{"auto_pad", Attribute::String("VALID")}, {"strides", Is({2, 2})}}},
+      // One input channel, stride 1: the direct single-channel path (kernel widths 3, 5 and 7).
+      {"Conv_2d_single_channel_3", "Conv", {In({2, 1, 6, 7}), In({3, 1, 3, 3}), In({3})}, {{"pads", Is({1, 1, 1, 1})}}},
+      {"Conv_2d_single_channel_5", "Conv", {In({3, 1, 7, 20}), In({5, 1, 2, 5}), In({5})}, {{"pads", Is({0, 2, 1, 0})}}},
+      {"Conv_2d_single_channel_7", "Conv", {In({1, 1, 5, 9}), In({2, 1, 3, 7})}, {{"pads", Is({2, 3, 0, 3})}}},
       // The kernel covers the whole input: one output position, run as a fully connected layer.
       {"Conv_1d_fully_connected", "Conv", {In({3, 4, 5}), In({6, 4, 5}), In({6})}},
       {"Conv_2d_fully_connected", "Conv", {In({2, 3, 3, 4}), In({5, 3, 3, 4})}, {{"strides", Is({2, 2})}}},

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -282,6 +283,210 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Single-channel planes: the first layer of a grayscale-image CNN (one input channel, group 1, 2-D,
+// stride 1, no dilation, kernel width 3, 5 or 7) runs directly on the plain layout. im2col would
+// write the image once per kernel tap, and oneDNN pads the few output channels to 16 and reorders
+// around its primitive. Each image is first copied into a zero-padded plane wide enough that every
+// 16-column block of every output row reads inside it; the blocks then run on register tiles.
+
+constexpr int64_t kPlaneBlock = 16;  // output columns per register tile
+
+bool IsSingleChannelPlane(const ConvGeometry& g) {
+  if (g.input.size() != 2 || g.group != 1 || g.in_channels != 1) return false;
+  if (g.kernel[1] != 3 && g.kernel[1] != 5 && g.kernel[1] != 7) return false;
+  return g.strides[0] == 1 && g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1;
+}
+
+// The padded plane of one image: rows of the padded input, `width` >= the output width rounded up to
+// whole blocks plus the kernel width - 1.
+struct PaddedPlane {
+  int64_t rows, width, out_width;  // out_width: the output width rounded up to whole blocks
+  static PaddedPlane Of(const ConvGeometry& g) {
+    const int64_t out_width = (g.output[1] + kPlaneBlock - 1) / kPlaneBlock * kPlaneBlock;
+    return {g.input[0] + g.pad_begin[0] + g.pad_end[0],
+            std::max(g.input[1] + g.pad_begin[1] + g.pad_end[1], out_width + g.kernel[1] - 1), out_width};
+  }
+  int64_t size() const { return rows * width; }
+};
+
+template <typename T>
+void FillPaddedPlane(const ConvGeometry& g, const PaddedPlane& p, const T* x, T* plane) {
+  std::fill(plane, plane + p.size(), T(0));
+  for (int64_t r = 0; r < g.input[0]; ++r)
+    std::copy(x + r * g.input[1], x + (r + 1) * g.input[1], plane + (r + g.pad_begin[0]) * p.width + g.pad_begin[1]);
+}
+
+// Output rows of channels [m, m + MB) of one image: each 16-column block of a row accumulates all
+// kernel taps in registers, then is stored (clipped to the row) with the bias and ReLU applied.
+template <typename T, int MB, int KW>
+EDGETRAIN_GEMM_INLINE void SingleChannelForwardChannels(const ConvGeometry& g, const PaddedPlane& p, const T* plane,
+                                                        const T* w, const T* b, T* y, int64_t m, bool relu) {
+  const int64_t kh = g.kernel[0], oh = g.output[0], ow = g.output[1];
+  for (int64_t r = 0; r < oh; ++r) {
+    for (int64_t col = 0; col < p.out_width; col += kPlaneBlock) {
+      T acc[MB][kPlaneBlock];
+      for (int mm = 0; mm < MB; ++mm)
+        for (int v = 0; v < kPlaneBlock; ++v) acc[mm][v] = b ? b[m + mm] : T(0);
+      for (int64_t i = 0; i < kh; ++i) {
+        const T* src = plane + (r + i) * p.width + col;
+        for (int j = 0; j < KW; ++j) {
+          for (int mm = 0; mm < MB; ++mm) {
+            const T tap = w[((m + mm) * kh + i) * KW + j];
+#pragma omp simd
+            for (int v = 0; v < kPlaneBlock; ++v) acc[mm][v] += tap * src[j + v];
+          }
+        }
+      }
+      const int64_t valid = std::min<int64_t>(kPlaneBlock, ow - col);
+      for (int mm = 0; mm < MB; ++mm) {
+        T* out = y + ((m + mm) * oh + r) * ow + col;
+        for (int64_t v = 0; v < valid; ++v) out[v] = relu && acc[mm][v] < T(0) ? T(0) : acc[mm][v];
+      }
+    }
+  }
+}
+
+template <typename T, int KW>
+EDGETRAIN_GEMM_INLINE void SingleChannelForwardImage(const ConvGeometry& g, const PaddedPlane& p, const T* plane,
+                                                     const T* w, const T* b, T* y, bool relu) {
+  int64_t m = 0;
+  for (; m + 4 <= g.out_channels; m += 4) SingleChannelForwardChannels<T, 4, KW>(g, p, plane, w, b, y, m, relu);
+  for (; m + 2 <= g.out_channels; m += 2) SingleChannelForwardChannels<T, 2, KW>(g, p, plane, w, b, y, m, relu);
+  for (; m < g.out_channels; ++m) SingleChannelForwardChannels<T, 1, KW>(g, p, plane, w, b, y, m, relu);
+}
+
+// dW[m, i, :] += sum over the image's output positions of dY[m] * (the padded plane shifted by the
+// tap), one kernel row of taps held in registers while the rows and blocks stream by. `dy` is the
+// image's dY with each row zero-padded to p.out_width.
+template <typename T, int KW>
+EDGETRAIN_GEMM_INLINE void SingleChannelWeightsImage(const ConvGeometry& g, const PaddedPlane& p, const T* plane,
+                                                     const T* dy, double* dw) {
+  const int64_t kh = g.kernel[0], oh = g.output[0];
+  for (int64_t m = 0; m < g.out_channels; ++m) {
+    for (int64_t i = 0; i < kh; ++i) {
+      T acc[KW][kPlaneBlock] = {};
+      for (int64_t r = 0; r < oh; ++r) {
+        const T* src = plane + (r + i) * p.width;
+        const T* d = dy + (m * oh + r) * p.out_width;
+        for (int64_t col = 0; col < p.out_width; col += kPlaneBlock) {
+          for (int j = 0; j < KW; ++j) {
+#pragma omp simd
+            for (int v = 0; v < kPlaneBlock; ++v) acc[j][v] += d[col + v] * src[col + j + v];
+          }
+        }
+      }
+      for (int j = 0; j < KW; ++j) {
+        double sum = 0;
+        for (int v = 0; v < kPlaneBlock; ++v) sum += acc[j][v];
+        dw[(m * kh + i) * KW + j] += sum;
+      }
+    }
+  }
+}
+
+// The per-image work of both passes over images [first, last); `scratch` holds one padded plane
+// (and, for dW, one padded dY).
+template <typename T, int KW>
+EDGETRAIN_GEMM_INLINE void SingleChannelImages(const ConvGeometry& g, int64_t first, int64_t last, const T* x,
+                                               const T* w, const T* b, T* y, bool relu, const T* dy, double* dw,
+                                               T* scratch) {
+  const PaddedPlane p = PaddedPlane::Of(g);
+  const int64_t in_size = g.InputSize(), out_size = g.out_channels * g.OutputSize();
+  T* plane = scratch;
+  T* padded_dy = scratch + p.size();
+  for (int64_t n = first; n < last; ++n) {
+    FillPaddedPlane(g, p, x + n * in_size, plane);
+    if (!dw) {
+      SingleChannelForwardImage<T, KW>(g, p, plane, w, b, y + n * out_size, relu);
+      continue;
+    }
+    const int64_t rows = g.out_channels * g.output[0];
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* from = dy + n * out_size + r * g.output[1];
+      std::copy(from, from + g.output[1], padded_dy + r * p.out_width);
+      std::fill(padded_dy + r * p.out_width + g.output[1], padded_dy + (r + 1) * p.out_width, T(0));
+    }
+    SingleChannelWeightsImage<T, KW>(g, p, plane, padded_dy, dw);
+  }
+}
+
+template <typename T>
+void SingleChannelImagesBaseline(const ConvGeometry& g, int64_t first, int64_t last, const T* x, const T* w,
+                                 const T* b, T* y, bool relu, const T* dy, double* dw, T* scratch) {
+  switch (g.kernel[1]) {
+    case 3: return SingleChannelImages<T, 3>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+    case 5: return SingleChannelImages<T, 5>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+    default: return SingleChannelImages<T, 7>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+  }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
+// The same loops compiled for AVX2/FMA, chosen at run time when the CPU has them.
+template <typename T>
+__attribute__((target("avx2,fma"))) void SingleChannelImagesAvx2(const ConvGeometry& g, int64_t first, int64_t last,
+                                                                 const T* x, const T* w, const T* b, T* y, bool relu,
+                                                                 const T* dy, double* dw, T* scratch) {
+  switch (g.kernel[1]) {
+    case 3: return SingleChannelImages<T, 3>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+    case 5: return SingleChannelImages<T, 5>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+    default: return SingleChannelImages<T, 7>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+  }
+}
+bool UseAvx2Clones() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+}
+#else
+template <typename T>
+void SingleChannelImagesAvx2(const ConvGeometry& g, int64_t first, int64_t last, const T* x, const T* w, const T* b,
+                             T* y, bool relu, const T* dy, double* dw, T* scratch) {
+  SingleChannelImagesBaseline(g, first, last, x, w, b, y, relu, dy, dw, scratch);
+}
+bool UseAvx2Clones() { return false; }
+#endif
+
+// Y = Conv(X, W) + B (then max(Y, 0) when `relu`) when dy is null, else dW from dY; batch chunks in
+// parallel, dW summed in double per chunk and then over the chunks.
+template <typename T>
+void SingleChannelConv(KernelContext& ctx, const ConvGeometry& g, const T* x, const T* w, const T* b, T* y, bool relu,
+                       const T* dy, T* dw) {
+  const PaddedPlane p = PaddedPlane::Of(g);
+  const int64_t w_size = g.out_channels * g.KernelSize();
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(ctx.threads().num_threads(), g.batch));
+  const size_t slot = static_cast<size_t>(p.size() + (dy ? g.out_channels * g.output[0] * p.out_width : 0));
+  struct Buffers {
+    std::vector<T> planes;
+    std::vector<double> partial;
+  };
+  static constexpr char kUser = 0;
+  std::shared_ptr<void>* state = ctx.NodeStateFor(&kUser);
+  if (state && !*state) *state = std::make_shared<Buffers>();
+  Buffers local;
+  Buffers& kept = state ? *std::static_pointer_cast<Buffers>(*state) : local;
+  if (kept.planes.size() < slot * static_cast<size_t>(chunks)) kept.planes.resize(slot * static_cast<size_t>(chunks));
+  if (dy && kept.partial.size() < static_cast<size_t>(chunks * w_size))
+    kept.partial.resize(static_cast<size_t>(chunks * w_size));
+  T* const slots = kept.planes.data();
+  double* const partial = kept.partial.data();
+  if (dy) std::fill(partial, partial + chunks * w_size, 0.0);
+  ForEachChunk(ctx.threads(), g.batch, chunks, [&](int64_t c, int64_t first, int64_t last) {
+    double* part = dy ? partial + c * w_size : nullptr;
+    T* own = slots + static_cast<size_t>(c) * slot;
+    if (UseAvx2Clones()) {
+      SingleChannelImagesAvx2(g, first, last, x, w, b, y, relu, dy, part, own);
+    } else {
+      SingleChannelImagesBaseline(g, first, last, x, w, b, y, relu, dy, part, own);
+    }
+  });
+  if (!dy) return;
+  for (int64_t t = 0; t < w_size; ++t) {
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; ++c) sum += partial[static_cast<size_t>(c * w_size + t)];
+    dw[t] = static_cast<T>(sum);
+  }
+}
+
 // Checks Conv's inputs X, W and B (optional) and derives the geometry.
 ConvGeometry CheckedConvGeometry(const KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
@@ -304,6 +509,10 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
   VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* bp = ctx.HasInput(2) ? ctx.Input(2).data<T>() : nullptr;
+    if (IsSingleChannelPlane(g)) {
+      SingleChannelConv<T>(ctx, g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu, nullptr, nullptr);
+      return;
+    }
     if constexpr (std::is_same_v<T, float>) {
       if (UseDnnl() && !IsFullyConnected(g) &&
           conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
@@ -632,12 +841,15 @@ void ConvBiasGradient(ThreadPool& threads, int64_t batch, int64_t channels, int6
   threads.ParallelFor(channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * size)),
                       [&](int64_t begin, int64_t end) {
                         for (int64_t m = begin; m < end; ++m) {
-                          T sum = T(0);
+                          double sum = 0;
                           for (int64_t n = 0; n < batch; ++n) {
                             const T* plane = dy + (n * channels + m) * size;
-                            for (int64_t i = 0; i < size; ++i) sum += plane[i];
+                            T part = T(0);
+#pragma omp simd reduction(+ : part)
+                            for (int64_t i = 0; i < size; ++i) part += plane[i];
+                            sum += part;
                           }
-                          db[m] = sum;
+                          db[m] = static_cast<T>(sum);
                         }
                       });
 }
@@ -662,7 +874,12 @@ void ConvGradKernel(KernelContext& ctx) {
     T* dx = ctx.HasOutput(0) ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
     T* dw = ctx.HasOutput(1) ? ctx.Output(1, w.shape(), w.dtype()).template data<T>() : nullptr;
     T* db = ctx.HasOutput(2) ? ctx.Output(2, {g.out_channels}, x.dtype()).template data<T>() : nullptr;
-    // What oneDNN computes is struck off (set to null) before the reference code runs the rest.
+    // What oneDNN or the single-channel path computes is struck off (set to null) before the
+    // reference code runs the rest.
+    if (dw && IsSingleChannelPlane(g)) {
+      SingleChannelConv<T>(ctx, g, x.data<T>(), w.data<T>(), nullptr, nullptr, false, dy.data<T>(), dw);
+      dw = nullptr;
+    }
     if constexpr (std::is_same_v<T, float>) {
       if (UseDnnl() && !IsFullyConnected(g)) {
         const int threads = ctx.threads().num_threads();
