@@ -464,9 +464,10 @@ def environment_header(bench, started, load_before):
             f"`/usr/bin/python3 bench/run.py` on {started:%Y-%m-%d %H:%M}, commit {commit}{dirty}"
             + (" — **quick mode: too few steps to trust**" if bench.quick else "") + ".",
             f"CPU: {cpu}, {os.cpu_count()} cores; 1-minute load average {load_before:.2f} before, "
-            f"{load_after:.2f} after (other work on the machine skews every number, the 2-thread ones most"
-            + (": **the machine was busy, so these numbers are not reliable**" if max(load_before, load_after) >
-               0.5 * os.cpu_count() else "") + ").",
+            f"{load_after:.2f} after, the benchmark's own processes included (other work on the machine skews "
+            "every number, the 2-thread ones most"
+            + (": **the machine was busy when the run started, so these numbers are not reliable**"
+               if load_before > 0.5 * os.cpu_count() else "") + ").",
             f"Peers: PyTorch {torch_version}, onnxruntime-web 1.19.2 (training), onnxruntime-node "
             f"{package_version('onnxruntime-node')} (inference), node {capture(['node', '--version'])}. "
             f"Times are medians of >= 20 steps after warm-up; each side's fastest of {bench.rounds} alternating "
