@@ -124,6 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
         ConvRow{
             "WideGrouped", {2, 16, 7, 7}, {12, 8, 3, 3}, {{"group", Attribute::Int(2)}, {"pads", Ints({0, 1, 1, 0})}}},
         ConvRow{"WideOneDimensional", {2, 8, 12}, {6, 8, 3}, {{"strides", Ints({2})}, {"pads", Ints({2, 1})}}},
+        // Channels past a block of 16: the forward pass runs on channels-last activations.
+        ConvRow{"OneDimensionalChannelsLast", {2, 18, 40}, {12, 18, 3}, {{"pads", Ints({1, 1})}}},
         ConvRow{"WideThreeDimensional",
                 {1, 6, 4, 5, 5},
                 {8, 6, 2, 3, 3},
