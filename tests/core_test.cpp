@@ -6,6 +6,7 @@
 #include "core/npy.hpp"
 #include "core/tensor.hpp"
 #include "core/threading.hpp"
+#include "ops/shape_util.hpp"
 #include "test_util.hpp"
 
 using namespace edgetrain;
@@ -86,4 +87,31 @@ TEST(Npy, RoundTripAndBadFiles) {
   EXPECT_ERROR(ReadNpy(dir + "/missing.npy"), ErrorCode::kIoError, "missing.npy");
   std::filesystem::resize_file(dir + "/a.npy", 130);
   EXPECT_ERROR(ReadNpy(dir + "/a.npy"), ErrorCode::kInvalidArgument, "needs 24");
+}
+
+// Transposes through StridedCopy on shapes that take its tiled path (8 x 8 register blocks for
+// 4-byte elements, with edges left over on both sides), element by element against the definition.
+TEST(StridedCopy, TransposesFourByteElementsInBlocksAndEdges) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (const Shape& shape : {Shape{37, 45}, Shape{3, 21, 35}, Shape{16, 16}, Shape{2, 40, 17}}) {
+      const size_t rank = shape.size();
+      Shape out_shape = shape;
+      std::swap(out_shape[rank - 1], out_shape[rank - 2]);
+      Shape src_strides = RowMajorStrides(shape);
+      std::swap(src_strides[rank - 1], src_strides[rank - 2]);
+      const int64_t count = NumElements(shape);
+      std::vector<int32_t> src(static_cast<size_t>(count)), dst(static_cast<size_t>(count), -1);
+      for (int64_t i = 0; i < count; ++i) src[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 + 1);
+      StridedCopy(pool, DataType::kInt32, "transpose", out_shape, src_strides, src.data(), RowMajorStrides(out_shape),
+                  dst.data());
+      const int64_t rows = shape[rank - 2], cols = shape[rank - 1], planes = count / (rows * cols);
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t c = 0; c < cols; ++c)
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(dst[static_cast<size_t>((p * cols + c) * rows + r)], src[static_cast<size_t>((p * rows + r) * cols + c)])
+                << ShapeToString(shape) << " on " << threads << " thread(s) at plane " << p << ", row " << r
+                << ", column " << c;
+    }
+  }
 }

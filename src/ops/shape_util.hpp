@@ -3,6 +3,10 @@
 // slice, expand, tile, concat, split, pad and depth/space rearrangements all reduce to.
 #pragma once
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -69,6 +73,36 @@ inline void FillElements(void* dst, int64_t count, size_t element_size, uint64_t
 
 namespace strided_detail {
 
+#if defined(__GNUC__) && defined(__x86_64__)
+// d[k * d_stride + j] = s[j * s_stride + k] for an 8 x 8 block of 4-byte elements, in AVX registers.
+__attribute__((target("avx2"))) inline void Transpose8x8(const uint32_t* s, int64_t s_stride, uint32_t* d,
+                                                        int64_t d_stride) {
+  __m256 r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(reinterpret_cast<const float*>(s + j * s_stride));
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(reinterpret_cast<float*>(d + k * d_stride), _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+    _mm256_storeu_ps(reinterpret_cast<float*>(d + (k + 4) * d_stride), _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+  }
+}
+inline bool HasAvx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+#else
+inline void Transpose8x8(const uint32_t*, int64_t, uint32_t*, int64_t) {}
+inline bool HasAvx2() { return false; }
+#endif
+
 template <typename U>
 void CopyTiled(ThreadPool& pool, const Shape& shape, const Shape& src_strides, const U* src,
                const Shape& dst_strides, U* dst, size_t tile_axis) {
@@ -100,7 +134,20 @@ void CopyTiled(ThreadPool& pool, const Shape& shape, const Shape& src_strides, c
       const int64_t r0 = row_tile * kTile, r1 = std::min(rows, r0 + kTile);
       for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
         const int64_t c1 = std::min(cols, c0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
+        int64_t r = r0;
+        if constexpr (sizeof(U) == 4) {
+          // Whole 8 x 8 blocks in registers (the 4-byte types are copied as uint32_t).
+          const int64_t block_end = HasAvx2() ? c0 + (c1 - c0) / 8 * 8 : c0;
+          for (; block_end > c0 && r + 8 <= r1; r += 8) {
+            for (int64_t c = c0; c < block_end; c += 8)
+              Transpose8x8(reinterpret_cast<const uint32_t*>(src + src_base + r + c * src_col_stride), src_col_stride,
+                           reinterpret_cast<uint32_t*>(dst + dst_base + r * dst_row_stride + c), dst_row_stride);
+            for (int64_t k = r; k < r + 8; ++k)
+              for (int64_t c = block_end; c < c1; ++c)
+                dst[dst_base + k * dst_row_stride + c] = src[src_base + k + c * src_col_stride];
+          }
+        }
+        for (; r < r1; ++r) {
           const U* s = src + src_base + r;
           U* d = dst + dst_base + r * dst_row_stride;
           for (int64_t c = c0; c < c1; ++c) d[c] = s[c * src_col_stride];
