@@ -411,14 +411,22 @@ EDGETRAIN_GEMM_INLINE void SingleChannelImages(const ConvGeometry& g, int64_t fi
   }
 }
 
+// SingleChannelImages for the node's kernel width (3, 5 or 7).
 template <typename T>
-void SingleChannelImagesBaseline(const ConvGeometry& g, int64_t first, int64_t last, const T* x, const T* w,
-                                 const T* b, T* y, bool relu, const T* dy, double* dw, T* scratch) {
+EDGETRAIN_GEMM_INLINE void SingleChannelImagesOfWidth(const ConvGeometry& g, int64_t first, int64_t last, const T* x,
+                                                      const T* w, const T* b, T* y, bool relu, const T* dy,
+                                                      double* dw, T* scratch) {
   switch (g.kernel[1]) {
     case 3: return SingleChannelImages<T, 3>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
     case 5: return SingleChannelImages<T, 5>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
     default: return SingleChannelImages<T, 7>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
   }
+}
+
+template <typename T>
+void SingleChannelImagesBaseline(const ConvGeometry& g, int64_t first, int64_t last, const T* x, const T* w,
+                                 const T* b, T* y, bool relu, const T* dy, double* dw, T* scratch) {
+  SingleChannelImagesOfWidth(g, first, last, x, w, b, y, relu, dy, dw, scratch);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
@@ -427,11 +435,7 @@ template <typename T>
 __attribute__((target("avx2,fma"))) void SingleChannelImagesAvx2(const ConvGeometry& g, int64_t first, int64_t last,
                                                                  const T* x, const T* w, const T* b, T* y, bool relu,
                                                                  const T* dy, double* dw, T* scratch) {
-  switch (g.kernel[1]) {
-    case 3: return SingleChannelImages<T, 3>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
-    case 5: return SingleChannelImages<T, 5>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
-    default: return SingleChannelImages<T, 7>(g, first, last, x, w, b, y, relu, dy, dw, scratch);
-  }
+  SingleChannelImagesOfWidth(g, first, last, x, w, b, y, relu, dy, dw, scratch);
 }
 bool UseAvx2Clones() {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
