@@ -457,7 +457,8 @@ def environment_header(bench, started, load_before):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
     commit = capture(["git", "rev-parse", "--short", "HEAD"])
-    dirty = " (with uncommitted changes)" if capture(["git", "status", "--porcelain", "--untracked-files=no"]) else ""
+    changed = capture(["git", "status", "--porcelain", "--untracked-files=no"]).splitlines()
+    dirty = " (with uncommitted changes)" if [c for c in changed if not c.endswith("bench/results.md")] else ""
     torch_version = capture([PYTHON, "-c", "import torch; print(torch.__version__)"])
     load_after = os.getloadavg()[0]
     return ["# edgetrain performance (issue 6)", "",
