@@ -158,6 +158,7 @@ void Chain(Call& call, Call next) {
   call.tensors.insert(call.tensors.end(), next.tensors.begin(), next.tensors.end());
   call.owned.insert(call.owned.end(), next.owned.begin(), next.owned.end());
   call.scratchpad_bytes = std::max(call.scratchpad_bytes, next.scratchpad_bytes);
+  call.reference = call.reference || next.reference;
   call.scratchpad = memory(
       memory::desc({static_cast<memory::dim>(call.scratchpad_bytes)}, memory::data_type::u8, memory::format_tag::x),
       dnnl_util::CpuEngine(), nullptr);
