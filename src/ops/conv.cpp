@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/kernel_backend.hpp"
 #include "ops/conv_dnnl.hpp"
 #include "ops/function_builder.hpp"
@@ -235,12 +236,18 @@ bool IsFullyConnected(const ConvGeometry& g) {
   return true;
 }
 
+// True for a 1x1 kernel at stride 1 without padding: the image is its own im2col matrix.
+bool IsPointwise(const ConvGeometry& g) {
+  for (size_t d = 0; d < g.input.size(); ++d)
+    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
+  return true;
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
                  bool relu = false) {
   ThreadPool& threads = ctx.threads();
-  const size_t spatial = g.input.size();
   const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
   const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
   const int64_t rows = cg * kernel_size;
@@ -255,9 +262,7 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
       for (int64_t i = 0; i < g.batch * g.out_channels; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
     return;
   }
-  bool pointwise = true;
-  for (size_t d = 0; d < spatial; ++d)
-    pointwise = pointwise && g.kernel[d] == 1 && g.strides[d] == 1 && g.pad_begin[d] == 0 && g.pad_end[d] == 0;
+  const bool pointwise = IsPointwise(g);
   const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * out_size);
   NodeScratch<T> scratch(ctx, col_size * static_cast<size_t>(threads.num_threads()));
   const std::span<T> cols = scratch.Take(col_size * static_cast<size_t>(threads.num_threads()));
@@ -437,17 +442,12 @@ __attribute__((target("avx2,fma"))) void SingleChannelImagesAvx2(const ConvGeome
                                                                  const T* dy, double* dw, T* scratch) {
   SingleChannelImagesOfWidth(g, first, last, x, w, b, y, relu, dy, dw, scratch);
 }
-bool UseAvx2Clones() {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2;
-}
 #else
 template <typename T>
 void SingleChannelImagesAvx2(const ConvGeometry& g, int64_t first, int64_t last, const T* x, const T* w, const T* b,
                              T* y, bool relu, const T* dy, double* dw, T* scratch) {
   SingleChannelImagesBaseline(g, first, last, x, w, b, y, relu, dy, dw, scratch);
 }
-bool UseAvx2Clones() { return false; }
 #endif
 
 // Y = Conv(X, W) + B (then max(Y, 0) when `relu`) when dy is null, else dW from dY; batch chunks in
@@ -477,7 +477,7 @@ void SingleChannelConv(KernelContext& ctx, const ConvGeometry& g, const T* x, co
   ForEachChunk(ctx.threads(), g.batch, chunks, [&](int64_t c, int64_t first, int64_t last) {
     double* part = dy ? partial + c * w_size : nullptr;
     T* own = slots + static_cast<size_t>(c) * slot;
-    if (UseAvx2Clones()) {
+    if (CpuHasAvx2Fma()) {
       SingleChannelImagesAvx2(g, first, last, x, w, b, y, relu, dy, part, own);
     } else {
       SingleChannelImagesBaseline(g, first, last, x, w, b, y, relu, dy, part, own);
@@ -743,12 +743,6 @@ ConvGeometry ColumnsToImage(const ConvGeometry& g) {
   back.input = g.output;
   back.output = g.input;
   return back;
-}
-
-bool IsPointwise(const ConvGeometry& g) {
-  for (size_t d = 0; d < g.input.size(); ++d)
-    if (g.kernel[d] != 1 || g.strides[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
-  return true;
 }
 
 // dX (when dx is not null) and dW (when dw is not null) of one convolution, per (image, group):

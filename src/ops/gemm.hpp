@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/kernel_backend.hpp"
 #include "core/threading.hpp"
 
@@ -239,7 +240,7 @@ void Serial(const Operands<T>& g) {
     return;
   }
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (CpuHasAvx2Fma()) {
     BlockedAvx2(g);
     return;
   }

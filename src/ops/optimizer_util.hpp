@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/cpu_features.hpp"
 #include "core/threading.hpp"
 
 namespace edgetrain {
@@ -125,8 +126,7 @@ void AdamUpdate(ThreadPool& pool, const AdamCoefficients& c, int64_t count, cons
                            static_cast<T>(c.keep_after),  static_cast<T>(c.step_size),  static_cast<T>(c.inv_sqrt_bc),
                            static_cast<T>(c.eps_eff)};
 #if defined(EDGETRAIN_OPTIMIZER_AVX2_DISPATCH)
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  auto range = avx2 ? AdamRangeAvx2<T> : AdamRange<T>;
+  auto range = CpuHasAvx2Fma() ? AdamRangeAvx2<T> : AdamRange<T>;
 #else
   auto range = AdamRange<T>;
 #endif

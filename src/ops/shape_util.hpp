@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "core/tensor.hpp"
 #include "core/threading.hpp"
 
@@ -94,13 +95,8 @@ __attribute__((target("avx2"))) inline void Transpose8x8(const uint32_t* s, int6
     _mm256_storeu_ps(reinterpret_cast<float*>(d + (k + 4) * d_stride), _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
   }
 }
-inline bool HasAvx2() {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2;
-}
 #else
 inline void Transpose8x8(const uint32_t*, int64_t, uint32_t*, int64_t) {}
-inline bool HasAvx2() { return false; }
 #endif
 
 template <typename U>
@@ -137,7 +133,7 @@ void CopyTiled(ThreadPool& pool, const Shape& shape, const Shape& src_strides, c
         int64_t r = r0;
         if constexpr (sizeof(U) == 4) {
           // Whole 8 x 8 blocks in registers (the 4-byte types are copied as uint32_t).
-          const int64_t block_end = HasAvx2() ? c0 + (c1 - c0) / 8 * 8 : c0;
+          const int64_t block_end = CpuHasAvx2() ? c0 + (c1 - c0) / 8 * 8 : c0;
           for (; block_end > c0 && r + 8 <= r1; r += 8) {
             for (int64_t c = c0; c < block_end; c += 8)
               Transpose8x8(reinterpret_cast<const uint32_t*>(src + src_base + r + c * src_col_stride), src_col_stride,
