@@ -234,11 +234,7 @@ Call MakeCall(const Request& r, bool channels_last) {
         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights,
         forward_pass ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
     if (forward_pass) {
-      if (r.relu) {
-        dnnl::post_ops relu;
-        relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-        attr.set_post_ops(relu);
-      }
+      if (r.relu) dnnl_util::AppendRelu(attr);
       args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}};
       if (r.with_bias) args.push_back({DNNL_ARG_BIAS, bias, false});
       if (r.pass == Pass::kForward) {

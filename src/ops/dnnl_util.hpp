@@ -22,6 +22,13 @@ namespace edgetrain::dnnl_util {
 dnnl::engine& CpuEngine();
 dnnl::stream& CpuStream();
 
+// Makes the primitive apply max(y, 0) to its output (a ReLU post-op).
+inline void AppendRelu(dnnl::primitive_attr& attr) {
+  dnnl::post_ops post;
+  post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(post);
+}
+
 // A cache key built from integers without allocating once its buffer has grown.
 class Key {
  public:

@@ -31,11 +31,7 @@ dnnl_util::BoundPrimitive BoundMatMul(const std::vector<dnnl::memory::desc>& des
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (relu) {
-      dnnl::post_ops post;
-      post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(post);
-    }
+    if (relu) dnnl_util::AppendRelu(attr);
     const bool with_bias = descs.size() == 4;
     const dnnl::matmul::primitive_desc pd =
         with_bias ? dnnl::matmul::primitive_desc({descs[0], descs[1], descs[2], descs[3]}, attr, dnnl_util::CpuEngine())
