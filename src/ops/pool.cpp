@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -24,11 +25,28 @@ namespace {
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
+// An attribute name with a prefix, built on the stack: attribute lookups take string_view, and
+// "pool_kernel_shape" is past std::string's short-string buffer (a heap allocation per call).
+class PrefixedName {
+ public:
+  PrefixedName(std::string_view prefix, std::string_view name) : size_(prefix.size() + name.size()) {
+    ET_CHECK(size_ <= sizeof(text_), ErrorCode::kInternal, "attribute name '", prefix, name, "' is too long");
+    std::copy(prefix.begin(), prefix.end(), text_);
+    std::copy(name.begin(), name.end(), text_ + prefix.size());
+  }
+  operator std::string_view() const { return {text_, size_}; }
+
+ private:
+  char text_[32];
+  size_t size_;
+};
+
 }  // namespace
 
 PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations,
-                              const std::string& prefix) {
+                              std::string_view prefix) {
   const Node& node = ctx.node();
+  auto key = [prefix](std::string_view name) { return PrefixedName(prefix, name); };
   const std::string& what = node.Describe();
   ET_CHECK(x.size() >= 3, ErrorCode::kInvalidArgument, what, ": pooling needs an input of rank >= 3, got ",
            ShapeToString(x));
@@ -36,22 +54,22 @@ PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool all
   PoolGeometry g;
   g.planes = x[0] * x[1];
   g.input.assign(x.begin() + 2, x.end());
-  ET_CHECK(node.HasAttr(prefix + "kernel_shape"), ErrorCode::kInvalidModel, what, ": attribute '", prefix,
+  ET_CHECK(node.HasAttr(key("kernel_shape")), ErrorCode::kInvalidModel, what, ": attribute '", prefix,
            "kernel_shape' is required");
-  g.kernel = node.GetInts(prefix + "kernel_shape");
-  g.strides = node.GetInts(prefix + "strides", Int64Vector(spatial, 1));
-  g.dilations = allow_dilations ? node.GetInts(prefix + "dilations", Int64Vector(spatial, 1)) : Int64Vector(spatial, 1);
-  Int64Vector pads = node.GetInts(prefix + "pads", Int64Vector(2 * spatial, 0));
+  g.kernel = node.GetInts(key("kernel_shape"));
+  g.strides = node.GetInts(key("strides"), Int64Vector(spatial, 1));
+  g.dilations = allow_dilations ? node.GetInts(key("dilations"), Int64Vector(spatial, 1)) : Int64Vector(spatial, 1);
+  Int64Vector pads = node.GetInts(key("pads"), Int64Vector(2 * spatial, 0));
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
            " spatial dimensions of input ", ShapeToString(x));
   g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<int64_t>(spatial));
   g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
-  const std::string auto_pad = node.GetString(prefix + "auto_pad", "NOTSET");
+  const std::string auto_pad = node.GetString(key("auto_pad"), "NOTSET");
   ET_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER",
            ErrorCode::kNotImplemented, what, ": auto_pad '", auto_pad, "' is not supported");
-  const bool ceil_mode = node.GetInt(prefix + "ceil_mode", 0) != 0;
+  const bool ceil_mode = node.GetInt(key("ceil_mode"), 0) != 0;
   g.output.resize(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     ET_CHECK(g.kernel[d] >= 1 && g.strides[d] >= 1 && g.dilations[d] >= 1 && g.pad_begin[d] >= 0 && g.pad_end[d] >= 0,

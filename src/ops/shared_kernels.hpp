@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/function_ref.hpp"
@@ -76,7 +77,7 @@ void ConvGradKernel(KernelContext& ctx);
 // kernel_shape, strides, dilations (when allowed), pads, auto_pad and ceil_mode, each named with
 // `prefix` first (ConvReluMaxPool's "pool_").
 PoolGeometry ReadPoolGeometry(const KernelContext& ctx, const Shape& x, bool allow_dilations,
-                              const std::string& prefix = "");
+                              std::string_view prefix = "");
 // Y = MaxPool(X) over the windows of `g`, and the flat index of each maximum when `indices` is not
 // null (row-major within each plane, column-major with storage_order 1).
 void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices = nullptr,
