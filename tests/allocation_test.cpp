@@ -21,6 +21,7 @@
 
 #include "autodiff/artifacts.hpp"
 #include "core/kernel_backend.hpp"
+#include "runtime/session.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/training_session.hpp"
 
@@ -82,6 +83,26 @@ struct StepCost {
   uint64_t tensors = 0, tensor_bytes = 0, own_heap = 0, dnnl_heap = 0;
 };
 
+// What one call of `step` allocates (after three calls to warm up).
+template <typename Step>
+StepCost CostOf(Step&& step) {
+  for (int i = 0; i < 3; ++i) step();
+  FindDnnlCode();
+  void* warm[4];
+  backtrace(warm, 4);  // loads the unwinder before counting starts
+  StepCost cost;
+  const uint64_t tensors = Tensor::allocation_count(), bytes = Tensor::allocated_bytes();
+  const uint64_t own = g_own_allocations.load(), dnnl = g_dnnl_allocations.load();
+  g_counting = true;
+  step();
+  g_counting = false;
+  cost.tensors = Tensor::allocation_count() - tensors;
+  cost.tensor_bytes = Tensor::allocated_bytes() - bytes;
+  cost.own_heap = g_own_allocations.load() - own;
+  cost.dnnl_heap = g_dnnl_allocations.load() - dnnl;
+  return cost;
+}
+
 // Generates artifacts for `model` (batch `batch`), warms a session up with three steps, then returns
 // what one more step allocates.
 StepCost SteadyStateStep(const std::string& model, int64_t batch, int threads) {
@@ -102,26 +123,11 @@ StepCost SteadyStateStep(const std::string& model, int64_t batch, int threads) {
   const std::vector<Tensor> inputs = {Tensor::FromVector<float>(images, {batch, 1, 28, 28}),
                                       Tensor::FromVector<int64_t>(labels, {batch})};
   std::vector<Tensor> outputs;
-  auto step = [&] {
+  return CostOf([&] {
     session.TrainStep(inputs, outputs);
     session.OptimizerStep();
     session.LazyResetGrad();
-  };
-  for (int i = 0; i < 3; ++i) step();
-  FindDnnlCode();
-  void* warm[4];
-  backtrace(warm, 4);  // loads the unwinder before counting starts
-  StepCost cost;
-  const uint64_t tensors = Tensor::allocation_count(), bytes = Tensor::allocated_bytes();
-  const uint64_t own = g_own_allocations.load(), dnnl = g_dnnl_allocations.load();
-  g_counting = true;
-  step();
-  g_counting = false;
-  cost.tensors = Tensor::allocation_count() - tensors;
-  cost.tensor_bytes = Tensor::allocated_bytes() - bytes;
-  cost.own_heap = g_own_allocations.load() - own;
-  cost.dnnl_heap = g_dnnl_allocations.load() - dnnl;
-  return cost;
+  });
 }
 
 struct Case {
@@ -180,5 +186,32 @@ INSTANTIATE_TEST_SUITE_P(Models, Allocation,
                            return name + "_" + std::to_string(info.param.threads) + "threads_" +
                                   (info.param.backend == KernelBackend::kDnnl ? "onednn" : "reference");
                          });
+
+// The exported LeNet-BN loads fused: its Conv-Relu-MaxPool nodes keep two kinds of state on the
+// reference kernels (conv scratch and pooling windows). A warm run keeps both and allocates nothing.
+TEST(Allocation, FusedInferenceRunOnReferenceKernelsAllocatesNothing) {
+  const KernelBackend saved = ActiveKernelBackend();
+  SetKernelBackend(KernelBackend::kReference);
+  const fs::path dir = fs::temp_directory_path() / ("edgetrain_allocation_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ArtifactOptions options;
+  options.additional_outputs = {"output"};  // what the inference export keeps
+  GenerateArtifacts(std::string(EDGETRAIN_MODELS_DIR) + "/lenet_bn.onnx", dir.string(), options);
+  TrainingSession training(CheckpointState::Load((dir / "checkpoint").string()),
+                           (dir / "training_model.onnx").string(), (dir / "eval_model.onnx").string(),
+                           (dir / "optimizer_model.onnx").string(), TrainingSessionOptions{});
+  training.ExportModelForInference((dir / "inference.onnx").string(), {"output"});
+  Session session = Session::FromFile((dir / "inference.onnx").string());
+  fs::remove_all(dir);
+  session.BindOutput("output", Tensor::Zeros(DataType::kFloat32, {8, 10}));  // the result lands there each run
+  const Session::PreparedRun run = session.Prepare({session.InputNames()[0]});
+  const std::vector<RuntimeValue> feeds = {RuntimeValue::Of(Tensor::Zeros(DataType::kFloat32, {8, 1, 28, 28}))};
+  std::vector<RuntimeValue> outputs;
+  const StepCost cost = CostOf([&] { session.RunPrepared(run, feeds, outputs); });
+  SetKernelBackend(saved);
+  EXPECT_EQ(cost.tensors, 0u);
+  EXPECT_EQ(cost.own_heap, 0u);
+  EXPECT_EQ(cost.dnnl_heap, 0u);
+}
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <random>
@@ -30,11 +31,10 @@ struct RuntimeValue {
   }
 };
 
-// What a kernel keeps for its node from one run to the next, and which of the kernel's users
-// (NodeStateFor) it belongs to.
+// What a kernel keeps for its node from one run to the next: one object per user (NodeStateFor),
+// in a list so that a user's object stays where it is when another user adds one.
 struct KeptState {
-  const void* user = nullptr;
-  std::shared_ptr<void> object;
+  std::list<std::pair<const void*, std::shared_ptr<void>>> objects;
 };
 
 class KernelContext {
@@ -100,16 +100,14 @@ class KernelContext {
   // folding). Use NodeStateFor.
   virtual KeptState* NodeState() { return nullptr; }
   // The node's kept object for `user` (the address of a variable that names one kind of state): empty
-  // until that user stores one. A node keeps one user's object at a time; asking for another user's
-  // drops it, so two users of one node never see each other's type.
+  // until that user stores one. Each user has its own, so two users of one node (a fused kernel's
+  // conv scratch and pooling windows) never see each other's type.
   std::shared_ptr<void>* NodeStateFor(const void* user) {
     KeptState* state = NodeState();
     if (!state) return nullptr;
-    if (state->user != user) {
-      state->object.reset();
-      state->user = user;
-    }
-    return &state->object;
+    for (auto& [owner, object] : state->objects)
+      if (owner == user) return &object;
+    return &state->objects.emplace_back(user, nullptr).second;
   }
 
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
