@@ -333,5 +333,25 @@ TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {
   }
 }
 
+// A model may hold ai.edgetrain.ConvReluMaxPool itself: a missing or impossible pooling attribute
+// is an error that names the node and the attribute, on both backends.
+TEST_F(Fusion, ConvReluMaxPoolWithBadPoolingAttributesIsAnError) {
+  ModelBuilder b({2, 4, 10, 10});
+  b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 6, 3, Pads(1))), Pool(2, 2)));
+  const Model fused = Session(b.model).model();
+  ASSERT_EQ(fused.graph.nodes.size(), 1u);
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 4, 10, 10}, 26)}};
+  Model missing = fused, too_large = fused;
+  missing.graph.nodes[0].attributes.erase("pool_kernel_shape");
+  too_large.graph.nodes[0].attributes["pool_kernel_shape"] = Attribute::Ints({12, 12});
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    Session without_kernel(missing), oversized(too_large);
+    EXPECT_ERROR(without_kernel.Run(feeds), ErrorCode::kInvalidModel, "attribute 'pool_kernel_shape' is required");
+    EXPECT_ERROR(without_kernel.Run(feeds), ErrorCode::kInvalidModel, "(ai.edgetrain.ConvReluMaxPool)");
+    EXPECT_ERROR(oversized.Run(feeds), ErrorCode::kInvalidArgument, "kernel extent 12 is larger than the padded input");
+  }
+}
+
 }  // namespace
 }  // namespace edgetrain::testing
