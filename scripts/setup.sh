@@ -8,7 +8,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev     # ONNX protobuf, checker, shape inference
   libflatbuffers-dev flatbuffers-compiler           # ODTC checkpoints
-  libdnnl-dev                                       # fast kernels
+  libdnnl-dev ocl-icd-opencl-dev                    # fast kernels (dnnl's CMake config needs OpenCL, a Recommends)
   libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev        # tests and benchmarks
   pybind11-dev python3-dev python3-pip python3-pytest  # Python package: build, offline pip install, tests
