@@ -1,8 +1,8 @@
 /* The C ABI end to end, compiled as C99: train the bundled MLP's artifacts, schedule the learning
  * rate, move parameters, save and reload the checkpoint, export for inference, run the training
  * agent, and check that errors come back as objects with messages.
- * Usage: c_api_test ARTIFACT_DIR (made by `edgetrain generate-artifacts models/mlp.onnx -o ARTIFACT_DIR
- * --additional-output output`); the test writes its own files into ARTIFACT_DIR with a c_api_ prefix. */
+ * Usage: c_api_test ARTIFACT_DIR PLAIN_ARTIFACT_DIR (made by `edgetrain generate-artifacts models/mlp.onnx -o DIR`,
+ * with `--additional-output output` for the first); the test writes its own files there with a c_api_ prefix. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -532,6 +532,44 @@ static void test_inference_and_agent(const char* artifacts, et_training_session*
   free(path);
 }
 
+/* Artifacts made without additional outputs export the base model's own output by name. */
+static void test_export_by_base_output_name(const char* plain) {
+  char* checkpoint = join_path(plain, "checkpoint");
+  char* training_model = join_path(plain, "training_model.onnx");
+  char* eval_model = join_path(plain, "eval_model.onnx");
+  char* path = join_path(plain, "c_api_exported.onnx");
+  const char* output_names[] = {"output"};
+  const char* unknown[] = {"logits"};
+  const int64_t image_shape[] = {kAgentBatch, 1, 28, 28};
+  const int64_t label_shape[] = {kAgentBatch};
+  et_tensor_view inputs[2];
+  et_checkpoint_state* state = NULL;
+  et_training_session* session = NULL;
+  et_training_agent* agent = NULL;
+  et_values* outputs = NULL;
+  int64_t handle = 0;
+
+  OK(et_checkpoint_load(checkpoint, &state));
+  OK(et_training_session_create(state, training_model, eval_model, NULL, NULL, &session));
+  OK(et_training_session_export_model_for_inference(session, path, output_names, 1));
+  EXPECT_ERROR(et_training_session_export_model_for_inference(session, path, unknown, 1), ET_ERROR_INVALID_ARGUMENT,
+               "'logits'");
+  OK(et_training_agent_create(path, NULL, 0, NULL, &agent));
+  batch_views(0, image_shape, label_shape, inputs);
+  OK(et_training_agent_forward(agent, inputs, 1, &outputs, &handle));
+  CHECK(et_values_count(outputs) == 1 && strcmp(et_values_name(outputs, 0), "output") == 0);
+  CHECK(et_values_rank(outputs, 0) == 2 && et_values_shape(outputs, 0)[0] == kAgentBatch &&
+        et_values_shape(outputs, 0)[1] == kClasses);
+  et_values_free(outputs);
+  et_training_agent_free(agent);
+  et_training_session_free(session);
+  et_checkpoint_free(state);
+  free(checkpoint);
+  free(training_model);
+  free(eval_model);
+  free(path);
+}
+
 int main(int argc, char** argv) {
   const char* artifacts;
   char *checkpoint, *training_model, *eval_model, *optimizer_model;
@@ -542,8 +580,8 @@ int main(int argc, char** argv) {
   const int steps = 12;
   int step;
 
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s ARTIFACT_DIR\n", argv[0]);
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s ARTIFACT_DIR PLAIN_ARTIFACT_DIR\n", argv[0]);
     return 2;
   }
   artifacts = argv[1];
@@ -580,6 +618,7 @@ int main(int argc, char** argv) {
   test_session_from_buffers(artifacts, state, session);
   test_inference_and_agent(artifacts, session);
   test_errors(artifacts, state, session);
+  test_export_by_base_output_name(argv[2]);
 
   et_training_session_free(session);
   et_checkpoint_free(state);

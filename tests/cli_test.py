@@ -75,6 +75,25 @@ def main():
                "features.1.weight_grad" in r.stdout and "features.1.running_var.updated" in r.stdout and
                "features.1.weight.updated" not in r.stdout, r.stdout)
 
+        # Export by the base model's own output name, from artifacts made without --additional-output.
+        plain = os.path.join(tmp, "plain_art")
+        r = run("generate-artifacts", MLP, "--out", plain)
+        expect("generate-artifacts without additional outputs exits 0", r.returncode == 0, r.stderr)
+        exported = os.path.join(tmp, "exported.onnx")
+        r = run("export", plain, "--output", "output", "--out", exported)
+        expect("export --output output works on plain artifacts", r.returncode == 0, r.stderr)
+        os.makedirs(os.path.join(tmp, "exp"))
+        r = run("run", exported, "--input", f"input={tmp}/x.npy", "-o", os.path.join(tmp, "exp"))
+        original = os.path.join(tmp, "orig")
+        os.makedirs(original)
+        r2 = run("run", MLP, "--input", f"input={tmp}/x.npy", "-o", original)
+        expect("the exported model computes the base model's output",
+               r.returncode == 0 and r2.returncode == 0 and np.array_equal(
+                   np.load(os.path.join(tmp, "exp", "output.npy")), np.load(os.path.join(original, "output.npy"))),
+               r.stderr + r2.stderr)
+        r = run("export", plain, "--output", "logits", "--out", exported)
+        expect("export of an unknown value names it", r.returncode == 1 and "'logits'" in r.stderr, r.stderr)
+
         r = run("generate-artifacts", MLP, "--out", art, "--frozen", "net.9.weight")
         expect("an unknown parameter is named", r.returncode == 1 and
                "frozen parameter 'net.9.weight' is not an initializer" in r.stderr, r.stderr)

@@ -13,6 +13,7 @@
 
 #include "autodiff/artifacts.hpp"
 #include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 #include "training/checkpoint_state.hpp"
@@ -347,6 +348,40 @@ TEST(TrainingSession, ExportedModelMatchesTheEvalGraph) {
   Tensor eval = s.EvalStep(batch)[1];
   EXPECT_EQ(exported.ToVector<float>(), eval.ToVector<float>());
   EXPECT_ERROR(s.ExportModelForInference(path.string(), {"nope"}), ErrorCode::kInvalidArgument, "'nope'");
+}
+
+// Step 7 of ORT's flow: artifacts made without additional outputs export the base model's own
+// output by name, and any other value the eval graph computes, trimmed to what it needs.
+TEST(TrainingSession, ExportsAnyValueOfTheEvalGraphByName) {
+  static ArtifactSet plain = Generate("mlp_plain", kModels + "/mlp.onnx", ArtifactOptions{});
+  TrainingSession s = Open(plain);
+  std::vector<Tensor> batch = Batch(8, 12);
+  s.TrainStep(batch);
+  s.OptimizerStep();
+  Model eval_model = LoadModel(plain.eval());
+  std::string hidden;
+  for (const Node& node : eval_model.graph.nodes)
+    if (node.op_type == "Relu" && hidden.empty()) hidden = node.outputs[0];
+  ASSERT_FALSE(hidden.empty());
+
+  fs::path dir = TempDir("export_base");
+  fs::path path = dir / "inference.onnx";
+  s.ExportModelForInference(path.string(), {"output", hidden});
+  Session inference = Session::FromFile(path.string());
+  EXPECT_EQ(inference.InputNames(), std::vector<std::string>{"input"});
+  EXPECT_EQ(inference.OutputNames(), (std::vector<std::string>{"output", hidden}));
+  for (const ValueInfo& output : inference.model().graph.outputs) EXPECT_EQ(output.dtype, DataType::kFloat32);
+  std::vector<Tensor> exported = inference.Run({{"input", batch[0]}});
+  TrainingSession with_output = Open(MlpAdamW(), s.state());
+  EXPECT_EQ(exported[0].ToVector<float>(), with_output.EvalStep(batch)[1].ToVector<float>());
+  EXPECT_EQ(exported[1].shape(), (Shape{8, exported[1].shape()[1]}));
+
+  fs::path hidden_only = dir / "hidden.onnx";
+  s.ExportModelForInference(hidden_only.string(), {hidden});
+  EXPECT_LT(Session::FromFile(hidden_only.string()).model().graph.nodes.size(), inference.model().graph.nodes.size());
+  EXPECT_ERROR(s.ExportModelForInference(path.string(), {"output", "no_such_value"}), ErrorCode::kInvalidArgument,
+               "'no_such_value'");
+  EXPECT_ERROR(s.ExportModelForInference(path.string()), ErrorCode::kInvalidArgument, "name the outputs");
 }
 
 TEST(TrainingSession, NominalCheckpointNeedsParametersFirst) {

@@ -1,5 +1,6 @@
 #include "onnx/exporter.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "core/atomic_file.hpp"
@@ -62,6 +63,19 @@ void GraphToProto(const Graph& graph, onnx::GraphProto* proto, std::set<std::str
   for (const auto& n : graph.nodes) NodeToProto(n, proto->add_node(), used_ops);
 }
 
+// An output picked among intermediate values may have no recorded type; ONNX requires one.
+void CompleteOutputTypes(onnx::ModelProto& proto) {
+  auto untyped = [](const onnx::ValueInfoProto& v) {
+    return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto::UNDEFINED;
+  };
+  const auto& outputs = proto.graph().output();
+  if (std::none_of(outputs.begin(), outputs.end(), untyped)) return;
+  onnx_proto::InferValueInfo(proto);
+  for (const auto& output : outputs)
+    ET_CHECK(!untyped(output), ErrorCode::kInvalidArgument, "cannot determine the type of output '", output.name(),
+             "' of the exported model");
+}
+
 }  // namespace
 
 std::string SerializeModel(const Model& model) {
@@ -101,6 +115,7 @@ std::string SerializeModel(const Model& model) {
     imp->set_domain(domain);
     imp->set_version(version);
   }
+  CompleteOutputTypes(proto);
   std::string bytes;
   ET_CHECK(proto.SerializeToString(&bytes), ErrorCode::kInternal, "failed to serialize the model");
   return bytes;

@@ -255,6 +255,18 @@ onnx::ModelProto ShapeInferenceSafeCopy(const onnx::ModelProto& proto) {
 
 }  // namespace
 
+void onnx_proto::InferValueInfo(onnx::ModelProto& proto) {
+  onnx::ModelProto inferred = ShapeInferenceSafeCopy(proto);
+  try {
+    onnx::ShapeInferenceOptions opts{false, 0, false};  // data propagation crashes in ONNX 1.12
+    onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(), opts);
+    proto.mutable_graph()->mutable_value_info()->CopyFrom(inferred.graph().value_info());
+    proto.mutable_graph()->mutable_output()->CopyFrom(inferred.graph().output());  // refined in place
+  } catch (const std::exception&) {
+    // Inference is best effort: kernels compute shapes at run time anyway.
+  }
+}
+
 Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
                                    const ImportOptions& options) {
   ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
@@ -286,16 +298,7 @@ Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& s
     const std::string domain = NormalDomain(node.domain());
     infer = options.needs_shapes(domain, node.op_type(), ctx.opsets.count(domain) ? ctx.opsets[domain] : 1);
   }
-  if (infer) {
-    onnx::ModelProto inferred = ShapeInferenceSafeCopy(proto);
-    try {
-      onnx::ShapeInferenceOptions opts{false, 0, false};  // data propagation crashes in ONNX 1.12
-      onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(), opts);
-      proto.mutable_graph()->mutable_value_info()->CopyFrom(inferred.graph().value_info());
-    } catch (const std::exception&) {
-      // Inference is best effort: kernels compute shapes at run time anyway.
-    }
-  }
+  if (infer) onnx_proto::InferValueInfo(proto);
   CollectInferredTypes(proto.graph(), ctx);
   model.graph = ConvertGraph(proto.graph(), ctx);
   return model;

@@ -21,6 +21,10 @@ namespace edgetrain::onnx_proto {
 Model ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
                        const ImportOptions& options);
 
+// Replaces the graph's value_info and output types with what ONNX's shape inference finds (best
+// effort: unknown values are left out or untyped).
+void InferValueInfo(onnx::ModelProto& proto);
+
 // `base_dir` resolves external data; `what` names the tensor in errors ("initializer 'w' in m.onnx").
 Tensor TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);
 void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);

@@ -722,10 +722,10 @@ Model TrainingSession::InferenceModel(const std::vector<std::string>& output_nam
     for (const std::string& out : node.outputs) produced.insert(out);
   std::vector<ValueInfo> outputs;
   for (const std::string& name : names) {
-    const ValueInfo* info = g.FindValueInfo(name);
-    ET_CHECK(info != nullptr && (produced.count(name) || g.IsInitializer(name)), ErrorCode::kInvalidArgument,
+    ET_CHECK(produced.count(name) || g.IsInitializer(name), ErrorCode::kInvalidArgument,
              "ExportModelForInference: the eval model '", model.source, "' has no output or value '", name, "'");
-    outputs.push_back(*info);
+    const ValueInfo* info = g.FindValueInfo(name);
+    outputs.push_back(info ? *info : ValueInfo{name});  // untyped: the exporter infers its type
   }
   g.outputs = outputs;
   std::vector<ValueInfo> inputs;

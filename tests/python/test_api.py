@@ -188,6 +188,25 @@ def test_export_for_inferencing_bakes_in_the_trained_parameters(mlp_artifacts, t
         np.testing.assert_array_equal(baked[name], parameter.data, err_msg=name)
 
 
+def test_export_by_the_base_models_output_name_without_additional_outputs(tmp_path):
+    plain = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "plain")
+    state, module, optimizer = session(plain)
+    module(IMAGES, LABELS)
+    optimizer.step()
+    module.export_model_for_inferencing(tmp_path / "inference.onnx", ["output"])
+    exported = onnx.load(tmp_path / "inference.onnx")
+    onnx.checker.check_model(exported)
+    assert [o.name for o in exported.graph.output] == ["output"]
+    assert exported.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    baked = {t.name: numpy_helper.to_array(t) for t in exported.graph.initializer}
+    assert sorted(baked) == sorted(name for name, _ in state.parameters)
+    for name, parameter in state.parameters:
+        np.testing.assert_array_equal(baked[name], parameter.data, err_msg=name)
+    with pytest.raises(edgetrain.InvalidArgument, match="has no output or value 'logits'"):
+        module.export_model_for_inferencing(tmp_path / "never.onnx", ["logits"])
+    assert not (tmp_path / "never.onnx").exists()
+
+
 def expect_error(kind, message, call):
     with pytest.raises(kind) as raised:
         call()
