@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config ccache
   libprotobuf-dev protobuf-compiler libonnx-dev     # ONNX protobuf, checker, shape inference
   libflatbuffers-dev flatbuffers-compiler           # ODTC checkpoints
   libdnnl-dev ocl-icd-opencl-dev                    # fast kernels (dnnl's CMake config needs OpenCL, a Recommends)
@@ -45,5 +45,8 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
     "${npm_packages[@]}" >/dev/null
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# ccache keeps rebuilds of an unchanged file cheap, also across clones (paths below the parent are relative).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$(pwd)")}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
 ninja -C build
