@@ -54,7 +54,7 @@ ValueInfo TensorInfo(const std::string& name, DataType dtype, const std::vector<
 
 // Through ONNX serialization, the checker and shape inference, as artifact generation does.
 Model Reimport(const Model& model) {
-  std::string bytes = SerializeModel(model);
+  std::string bytes = SerializeModel(model, ExecutionExportOptions());
   return LoadModelFromBuffer(bytes.data(), bytes.size(), model.source, ".", ExecutionImportOptions());
 }
 

@@ -626,6 +626,15 @@ ImportOptions RuntimeImportOptions() {
   return options;
 }
 
+ExportOptions ExecutionExportOptions() {
+  ExportOptions options;
+  options.function_of = [](const std::string& domain, const std::string& op) -> const FunctionDef* {
+    const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, 1);
+    return entry != nullptr ? entry->function.get() : nullptr;
+  };
+  return options;
+}
+
 Session Session::FromFile(const std::string& path, SessionOptions options) {
   return Session(LoadModel(path, ExecutionImportOptions()), options);
 }
