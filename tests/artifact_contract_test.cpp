@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "autodiff/agent_models.hpp"
 #include "autodiff/artifacts.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
+#include "test_util.hpp"
 #include "training/artifact_contract.hpp"
 #include "training/checkpoint_state.hpp"
 
@@ -161,6 +164,67 @@ TEST(ArtifactContract, NamesNeedTheirParameter) {
   EXPECT_EQ(out(ArtifactModel::kOptimizer, "updated_flag"), "user");
   EXPECT_EQ(Describe(ClassifyInput(ArtifactModel::kOptimizer, "moments", names, /*is_sequence=*/true)),
             "optimizer state sequence");
+}
+
+// ---- the seams between the layers ----
+
+Model FusedModel() {
+  Model m;  // one ai.edgetrain operator: exporting it needs its standard-ONNX definition
+  m.source = "fused.onnx";
+  m.opsets = {{"", 17}, {kEdgetrainDomain, 1}};
+  m.graph.inputs.push_back(ValueInfo{"dy", DataType::kFloat32, true, {Dim{4, ""}}, false});
+  m.graph.inputs.push_back(ValueInfo{"x", DataType::kFloat32, true, {Dim{4, ""}}, false});
+  m.graph.nodes.push_back(Node{"g", "ReluGrad", kEdgetrainDomain, {"dy", "x"}, {"y"}, {}, 0});
+  m.graph.outputs.push_back(ValueInfo{"y", DataType::kFloat32, true, {Dim{4, ""}}, false});
+  return m;
+}
+
+TEST(LayerSeams, ExporterTakesFunctionDefinitionsFromItsCaller) {
+  EXPECT_ERROR(SerializeModel(FusedModel()), ErrorCode::kInvalidArgument,
+               "model 'fused.onnx': operator ai.edgetrain:ReluGrad has no function definition");
+  ExportOptions none;
+  none.function_of = [](const std::string&, const std::string&) -> const FunctionDef* { return nullptr; };
+  EXPECT_ERROR(SerializeModel(FusedModel(), none), ErrorCode::kInvalidArgument, "ai.edgetrain:ReluGrad");
+  // With the registry's definitions the file carries the function and any ONNX runtime can load it.
+  const std::string bytes = SerializeModel(FusedModel(), ExecutionExportOptions());
+  EXPECT_NE(bytes.find("ai.edgetrain"), std::string::npos);
+  Model kept = LoadModelFromBuffer(bytes.data(), bytes.size(), "fused", ".", ExecutionImportOptions());
+  ASSERT_EQ(kept.graph.nodes.size(), 1u);
+  EXPECT_EQ(kept.graph.nodes[0].op_type, "ReluGrad");
+  EXPECT_EQ(kept.graph.nodes[0].domain, kEdgetrainDomain);
+  Model inlined = LoadModelFromBuffer(bytes.data(), bytes.size());  // no kernels: the function body
+  EXPECT_GT(inlined.graph.nodes.size(), 1u);
+  for (const Node& n : inlined.graph.nodes) EXPECT_EQ(n.domain, "") << n.Describe();
+}
+
+TEST(LayerSeams, TrainingAgentRunsModelsBuiltOffline) {
+  Model m;  // y = x * w
+  m.source = "scale.onnx";
+  m.opsets[""] = 17;
+  m.graph.inputs.push_back(ValueInfo{"x", DataType::kFloat32, true, {Dim{2, ""}}, false});
+  m.graph.initializers["w"] = Tensor::FromVector<float>({3, 5}, {2});
+  m.graph.nodes.push_back(Node{"mul", "Mul", "", {"x", "w"}, {"y"}, {}, 0});
+  m.graph.outputs.push_back(ValueInfo{"y", DataType::kFloat32, true, {Dim{2, ""}}, false});
+  AgentModels models = BuildAgentModels(m);
+  EXPECT_EQ(models.parameters, std::vector<std::string>{"w"});
+  EXPECT_EQ(models.backward_fetches.size(), 2u);  // dx, dw
+  bool has_output_grad = false;
+  for (const ValueInfo& in : models.backward.graph.inputs) has_output_grad |= in.name == AgentOutputGradientName("y");
+  EXPECT_TRUE(has_output_grad);
+
+  TrainingAgent agent(models);
+  auto forward = agent.Forward({Tensor::FromVector<float>({1, 2}, {2})});
+  EXPECT_EQ(forward.outputs[0].ToDoubleVector(), (std::vector<double>{3, 10}));
+  auto backward = agent.Backward(forward.handle, {Tensor::FromVector<float>({1, 1}, {2})});
+  EXPECT_EQ(backward.input_gradients[0].ToDoubleVector(), (std::vector<double>{3, 5}));
+  EXPECT_EQ(backward.parameter_gradients.at("w").ToDoubleVector(), (std::vector<double>{1, 2}));
+
+  AgentModels missing_value = models;
+  missing_value.parameter_values.clear();
+  EXPECT_ERROR(TrainingAgent{missing_value}, ErrorCode::kInvalidArgument, "parameter 'w' has no value");
+  AgentModels missing_flags = models;
+  missing_flags.input_has_gradient.clear();
+  EXPECT_ERROR(TrainingAgent{missing_flags}, ErrorCode::kInvalidArgument, "1 inputs but 0 input_has_gradient");
 }
 
 }  // namespace

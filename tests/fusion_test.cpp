@@ -8,6 +8,7 @@
 #include "core/kernel_backend.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 #include "ort_op_test_util.hpp"
 
 namespace edgetrain::testing {

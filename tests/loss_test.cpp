@@ -12,6 +12,7 @@
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 

@@ -14,6 +14,7 @@
 #include "autodiff/agent_models.hpp"
 #include "autodiff/artifacts.hpp"
 #include "onnx/exporter.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 #include "training/checkpoint_state.hpp"

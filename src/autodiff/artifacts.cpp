@@ -12,6 +12,7 @@
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
+#include "runtime/export_options.hpp"
 #include "training/artifact_contract.hpp"
 
 namespace edgetrain {

@@ -2,6 +2,11 @@
 // pointers, forwards to C++ and turns any exception into an et_error.
 #include "capi/c_api_internal.hpp"
 
+using edgetrain::DataType;
+using edgetrain::ErrorCode;
+using edgetrain::Fail;
+using edgetrain::Tensor;
+
 #define ET_SAME_DTYPE(c_name, cpp_name) \
   static_assert(static_cast<int>(c_name) == static_cast<int>(DataType::cpp_name), #c_name)
 ET_SAME_DTYPE(ET_DTYPE_UNDEFINED, kUndefined);

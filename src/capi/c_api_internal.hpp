@@ -18,11 +18,6 @@
 #include "training/training_agent.hpp"
 #include "training/training_session.hpp"
 
-using edgetrain::DataType;
-using edgetrain::ErrorCode;
-using edgetrain::Fail;
-using edgetrain::Tensor;
-
 namespace edgetrain::capi {
 
 // Strings handed out by a handle: each distinct string is stored once and never moves.
@@ -42,7 +37,7 @@ struct et_error {
 };
 
 struct et_values {
-  std::vector<Tensor> tensors;
+  std::vector<edgetrain::Tensor> tensors;
   std::vector<std::string> names;  // empty strings when unnamed
 };
 

@@ -10,6 +10,7 @@
 #include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 
 namespace edgetrain {
 

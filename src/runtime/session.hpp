@@ -13,7 +13,6 @@
 #include "core/tensor.hpp"
 #include "core/threading.hpp"
 #include "ir/graph.hpp"
-#include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 
@@ -98,8 +97,6 @@ ImportOptions ExecutionImportOptions();
 // about 10 ms the first time in a process, runs only when a node lacks a kernel or a kernel reads
 // the shapes the model declares.
 ImportOptions RuntimeImportOptions();
-// Export options that write each ai.edgetrain operator with its registered standard-ONNX definition.
-ExportOptions ExecutionExportOptions();
 
 // Every operator node in `graph` (recursively) that has no kernel at its opset, as "op (node)".
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model);

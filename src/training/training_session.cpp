@@ -9,6 +9,7 @@
 #include "ir/passes.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 #include "training/artifact_contract.hpp"
 #include "training/ort_layout.hpp"
 
