@@ -13,4 +13,4 @@ cmake -S . -B build-reference -G Ninja -DCMAKE_BUILD_TYPE=Release -DEDGETRAIN_WI
   -DEDGETRAIN_BUILD_BENCH=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
 ninja -C build-reference
 cd build-reference
-ctest --output-on-failure -j2 --timeout 1500 -E "parity|python_pip_install"
+ctest --output-on-failure -j2 --timeout 1500 -E "parity|python_pip_install|install_consumer"

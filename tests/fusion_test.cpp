@@ -8,6 +8,7 @@
 #include "core/kernel_backend.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 #include "ort_op_test_util.hpp"
 
 namespace edgetrain::testing {
@@ -316,7 +317,7 @@ TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {
   Model fused = Session(b.model).model();
   ASSERT_EQ(OpTypes(Session(fused)), "ConvReluMaxPool");
   fused.opsets[kEdgetrainDomain] = 1;
-  const std::string bytes = SerializeModel(fused);
+  const std::string bytes = SerializeModel(fused, ExecutionExportOptions());
   ImportOptions inline_edgetrain;
   inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
     return domain != kEdgetrainDomain;

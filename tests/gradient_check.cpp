@@ -7,6 +7,7 @@
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 
@@ -55,7 +56,7 @@ Model ForwardModel(const GradCase& row) {
 // Through ONNX serialization and shape inference, as artifact generation does. With
 // `inline_fused`, ai.edgetrain operators are replaced by their standard-ONNX function bodies.
 Model Reimport(const Model& m, bool inline_fused) {
-  std::string bytes = SerializeModel(m);
+  std::string bytes = SerializeModel(m, ExecutionExportOptions());
   ImportOptions options;
   options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
     return !(inline_fused && domain == kEdgetrainDomain);

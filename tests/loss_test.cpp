@@ -12,6 +12,7 @@
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 
@@ -54,7 +55,7 @@ ValueInfo TensorInfo(const std::string& name, DataType dtype, const std::vector<
 
 // Through ONNX serialization, the checker and shape inference, as artifact generation does.
 Model Reimport(const Model& model) {
-  std::string bytes = SerializeModel(model);
+  std::string bytes = SerializeModel(model, ExecutionExportOptions());
   return LoadModelFromBuffer(bytes.data(), bytes.size(), model.source, ".", ExecutionImportOptions());
 }
 

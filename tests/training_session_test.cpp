@@ -11,9 +11,11 @@
 #include <fstream>
 #include <random>
 
+#include "autodiff/agent_models.hpp"
 #include "autodiff/artifacts.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 #include "training/checkpoint_state.hpp"
@@ -415,7 +417,7 @@ TEST(TrainingSession, SetSeedMakesDropoutReproducible) {
   m.graph.nodes.push_back(Node{"drop", "Dropout", "", {"h", "ratio"}, {"y"}, {}, 0});
   m.graph.outputs.push_back(ValueInfo{"y", DataType::kFloat32, true, {Dim{4, ""}, Dim{8, ""}}, false});
   fs::path dir = TempDir("dropout");
-  SaveModel(m, (dir / "dropout.onnx").string());
+  SaveModel(m, (dir / "dropout.onnx").string(), ExecutionExportOptions());
   ArtifactOptions options;
   options.loss.type = LossType::kMSE;
   options.frozen = {"ratio"};
@@ -515,7 +517,7 @@ TEST(TrainingAgent, BackwardIsTheVectorJacobianProduct) {
   m.graph.nodes.push_back(Node{"add", "Add", "", {"h", "b"}, {"z"}, {}, 0});
   m.graph.nodes.push_back(Node{"act", "Tanh", "", {"z"}, {"y"}, {}, 0});
   m.graph.outputs.push_back(ValueInfo{"y", DataType::kFloat64, true, {Dim{-1, "batch"}, Dim{2, ""}}, false});
-  TrainingAgent agent(m);
+  TrainingAgent agent = MakeTrainingAgent(m);
   EXPECT_EQ(agent.ParameterNames(), (std::vector<std::string>{"b", "w"}));
 
   Tensor xt = Tensor::FromVector<double>(x, {2, 3}), gt = Tensor::FromVector<double>(gy, {2, 2});

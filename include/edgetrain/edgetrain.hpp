@@ -3,6 +3,7 @@
 // Apps that need a stable ABI use the C API (edgetrain.h) or its C++ wrapper (edgetrain_capi.hpp).
 #pragma once
 
+#include "autodiff/agent_models.hpp"
 #include "autodiff/artifacts.hpp"
 #include "runtime/session.hpp"
 #include "training/checkpoint_state.hpp"

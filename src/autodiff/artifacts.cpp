@@ -12,6 +12,8 @@
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
+#include "runtime/export_options.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
 
@@ -79,7 +81,7 @@ std::vector<std::string> SetMode(Graph& g, bool training, const std::vector<std:
       n.outputs.resize(writes_back ? 3 : 1);
       if (writes_back) {
         for (size_t k = 1; k <= 2; ++k) {
-          n.outputs[k] = n.inputs[2 + k] + kStateUpdateSuffix;
+          n.outputs[k] = StateUpdateName(n.inputs[2 + k]);
           state_updates.push_back(n.outputs[k]);
         }
       }
@@ -238,7 +240,7 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
         outputs.push_back(v);
       }
       for (const auto& s : state_updates) {
-        std::string state = s.substr(0, s.size() - std::string(kStateUpdateSuffix).size());
+        std::string state = s.substr(0, s.size() - kStateUpdateSuffix.size());
         outputs.push_back(InfoOf(s, forward.graph.initializers.at(state)));
       }
     }
@@ -273,9 +275,9 @@ ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string
   std::string base = (std::filesystem::path(out_dir) / options.prefix).string();
   ArtifactPaths paths{base + "training_model.onnx", base + "eval_model.onnx", base + "optimizer_model.onnx",
                       base + "checkpoint"};
-  SaveModel(artifacts.training, paths.training_model);
-  SaveModel(artifacts.eval, paths.eval_model);
-  SaveModel(artifacts.optimizer, paths.optimizer_model);
+  SaveModel(artifacts.training, paths.training_model, ExecutionExportOptions());
+  SaveModel(artifacts.eval, paths.eval_model, ExecutionExportOptions());
+  SaveModel(artifacts.optimizer, paths.optimizer_model, ExecutionExportOptions());
 
   Checkpoint checkpoint;
   checkpoint.is_nominal = options.nominal_checkpoint;

@@ -27,9 +27,6 @@ struct ArtifactPaths {
   std::string training_model, eval_model, optimizer_model, checkpoint;
 };
 
-// Suffix of the training-graph output that carries a state's new value (BatchNorm running stats).
-inline constexpr const char* kStateUpdateSuffix = ".updated";
-
 // Loads `model_path` (converted to opset 17 when older) and writes the four artifacts into `out_dir`.
 // Throws kInvalidArgument for bad options (unknown names, a name both frozen and trainable, no
 // trainable parameter, an unknown loss input) and kNotImplemented naming the node whose operator

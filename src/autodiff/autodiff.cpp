@@ -7,44 +7,9 @@
 
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
-
-const std::string& GradientContext::X(size_t i) const {
-  static const std::string kNone;
-  return i < node().inputs.size() ? node().inputs[i] : kNone;
-}
-
-const std::string& GradientContext::Y(size_t i) const {
-  static const std::string kNone;
-  return i < node().outputs.size() ? node().outputs[i] : kNone;
-}
-
-DataType GradientContext::TypeOf(const std::string& value) const {
-  const ValueInfo* info = Info(value);
-  return info && info->dtype != DataType::kUndefined ? info->dtype : DataType::kFloat32;
-}
-
-std::string GradientContext::ScalarLike(double value, const std::string& like) {
-  DataType type = TypeOf(like);
-  if (type == DataType::kFloat64) return Constant(Tensor::Scalar<double>(value));
-  return Constant(Tensor::Scalar<float>(static_cast<float>(value)));
-}
-
-std::string GradientContext::Ints(const std::vector<int64_t>& values) {
-  return Constant(Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())}));
-}
-
-std::string GradientContext::ShapeOf(const std::string& value) {
-  const ValueInfo* info = Info(value);
-  if (!info || !info->has_shape) return Op("Shape", {value});
-  std::vector<int64_t> dims;
-  for (const Dim& d : info->shape) {
-    if (!d.known()) return Op("Shape", {value});
-    dims.push_back(d.value);
-  }
-  return Ints(dims);
-}
 
 namespace {
 
@@ -119,7 +84,7 @@ class Walk {
     }
     std::vector<std::string> out;
     for (size_t i = 0; i < finals.size(); ++i) {
-      std::string name = i < request_.grad_names.size() ? request_.grad_names[i] : request_.wrt[i] + "_grad";
+      std::string name = i < request_.grad_names.size() ? request_.grad_names[i] : GradientName(request_.wrt[i]);
       bool shared = std::count(finals.begin(), finals.end(), finals[i]) > 1;
       out.push_back(NameValue(finals[i], name, shared));
     }

@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "onnx/importer.hpp"
 #include "runtime/session.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
 
@@ -91,9 +92,9 @@ std::vector<ParameterGradientError> CheckTrainingGradients(const std::string& ar
 
   std::vector<ParameterGradientError> errors;
   for (const auto& p : params) {
-    auto it = std::find(output_names.begin(), output_names.end(), p + "_grad");
-    ET_CHECK(it != output_names.end(), ErrorCode::kInvalidModel, base, "training_model.onnx has no output '", p,
-             "_grad'");
+    auto it = std::find(output_names.begin(), output_names.end(), GradientName(p));
+    ET_CHECK(it != output_names.end(), ErrorCode::kInvalidModel, base, "training_model.onnx has no output '",
+             GradientName(p), "'");
     std::vector<double> grad = analytic[static_cast<size_t>(it - output_names.begin())].ToDoubleVector();
     Tensor& w = feeds[p];
     int64_t n = w.numel();

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "ops/kernel.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
 
@@ -138,9 +139,10 @@ std::string OptimizerTypeName(OptimizerType type) {
 std::vector<std::string> OptimizerStateNames(const OptimizerSpec& spec, const std::string& param) {
   switch (spec.type) {
     case OptimizerType::kAdamW:
-    case OptimizerType::kAdam: return {param + ".exp_avg", param + ".exp_avg_sq"};
+    case OptimizerType::kAdam:
+      return {OptimizerStateName(param, kAdamFirstMomentState), OptimizerStateName(param, kAdamSecondMomentState)};
     case OptimizerType::kSGD:
-      if (spec.momentum != 0) return {param + ".momentum_buffer"};
+      if (spec.momentum != 0) return {OptimizerStateName(param, kSgdMomentumState)};
       return {};
   }
   return {};
@@ -170,26 +172,26 @@ Model BuildOptimizerModel(const OptimizerSpec& spec, const std::vector<std::stri
   model.opsets = {{"", 17}, {kEdgetrainDomain, 1}};
   Graph& graph = model.graph;
   graph.name = "optimizer";
-  graph.inputs.push_back(ScalarInfo("learning_rate", DataType::kFloat32));
-  graph.inputs.push_back(ScalarInfo("step", DataType::kInt64));
+  graph.inputs.push_back(ScalarInfo(std::string(kLearningRateInput), DataType::kFloat32));
+  graph.inputs.push_back(ScalarInfo(std::string(kStepInput), DataType::kInt64));
   OptimizerGraphBuilder b(graph);
 
   std::vector<std::string> grads;
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& p = params[i];
     graph.inputs.push_back(Named(param_infos[i], p));
-    graph.inputs.push_back(Named(param_infos[i], p + "_grad"));
+    graph.inputs.push_back(Named(param_infos[i], GradientName(p)));
     for (const auto& state : OptimizerStateNames(spec, p)) graph.inputs.push_back(Named(param_infos[i], state));
     // Penalties belong to the loss, so they come before clipping.
-    std::string g = p + "_grad";
+    std::string g = GradientName(p);
     if (spec.l1_penalty > 0) {
       std::string sign = b.Op("Sign", {p}, p + ".sign");
       std::string term = b.Op("Mul", {sign, b.Constant("l1_penalty", spec.l1_penalty, dtypes[i])}, p + ".l1_term");
-      g = b.Op("Add", {g, term}, p + "_grad.l1");
+      g = b.Op("Add", {g, term}, GradientName(p) + ".l1");
     }
     if (spec.l2_penalty > 0) {
       std::string term = b.Op("Mul", {p, b.Constant("l2_penalty", spec.l2_penalty, dtypes[i])}, p + ".l2_term");
-      g = b.Op("Add", {g, term}, p + "_grad.l2");
+      g = b.Op("Add", {g, term}, GradientName(p) + ".l2");
     }
     grads.push_back(g);
   }
@@ -198,14 +200,14 @@ Model BuildOptimizerModel(const OptimizerSpec& spec, const std::vector<std::stri
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& p = params[i];
     std::vector<std::string> states = OptimizerStateNames(spec, p);
-    std::vector<std::string> inputs = {"learning_rate", "step", p, grads[i]};
+    std::vector<std::string> inputs = {std::string(kLearningRateInput), std::string(kStepInput), p, grads[i]};
     inputs.insert(inputs.end(), states.begin(), states.end());
     Node update;
     update.name = p + "/update";
     update.domain = kEdgetrainDomain;
     update.inputs = std::move(inputs);
-    update.outputs = {p + ".updated"};
-    for (const auto& state : states) update.outputs.push_back(state + ".updated");
+    update.outputs = {StateUpdateName(p)};
+    for (const auto& state : states) update.outputs.push_back(StateUpdateName(state));
     if (spec.type == OptimizerType::kSGD) {
       update.op_type = spec.momentum != 0 ? "SGDMomentumUpdate" : "SGDUpdate";
       update.attributes["weight_decay"] = Attribute::Float(EffectiveWeightDecay(spec));

@@ -4,8 +4,8 @@
 #include <set>
 
 #include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "onnx/proto.hpp"
-#include "ops/registry.hpp"
 
 namespace edgetrain {
 
@@ -78,7 +78,7 @@ void CompleteOutputTypes(onnx::ModelProto& proto) {
 
 }  // namespace
 
-std::string SerializeModel(const Model& model) {
+std::string SerializeModel(const Model& model, const ExportOptions& options) {
   onnx::ModelProto proto;
   proto.set_ir_version(8);
   proto.set_producer_name("edgetrain");
@@ -92,9 +92,10 @@ std::string SerializeModel(const Model& model) {
     for (const auto& key : std::set<std::string>(used_ops)) {
       if (key.rfind(std::string(kEdgetrainDomain) + ":", 0) != 0 || written.count(key)) continue;
       std::string op = key.substr(key.find(':') + 1);
-      const OpKernelEntry* entry = OpRegistry::Global().Find(kEdgetrainDomain, op, 1);
-      ET_CHECK(entry && entry->function, ErrorCode::kInternal, "operator ", key, " has no function definition");
-      const FunctionDef& f = *entry->function;
+      const FunctionDef* definition = options.function_of ? options.function_of(kEdgetrainDomain, op) : nullptr;
+      ET_CHECK(definition != nullptr, ErrorCode::kInvalidArgument, "model '", model.source, "': operator ", key,
+               " has no function definition to export it with");
+      const FunctionDef& f = *definition;
       onnx::FunctionProto* fp = proto.add_functions();
       fp->set_name(f.name);
       fp->set_domain(f.domain);
@@ -121,8 +122,8 @@ std::string SerializeModel(const Model& model) {
   return bytes;
 }
 
-void SaveModel(const Model& model, const std::string& path) {
-  std::string bytes = SerializeModel(model);
+void SaveModel(const Model& model, const std::string& path, const ExportOptions& options) {
+  std::string bytes = SerializeModel(model, options);
   WriteFileAtomically(path, bytes.data(), bytes.size());
 }
 

@@ -2,14 +2,21 @@
 // their standard-ONNX definitions as model-local functions, so any ONNX runtime can run the file.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ir/graph.hpp"
 
 namespace edgetrain {
 
-std::string SerializeModel(const Model& model);
+struct ExportOptions {
+  // The standard-ONNX definition of an ai.edgetrain operator (domain, op), written as a model-local
+  // function. Null, or a null result: a graph that uses the operator is an error naming it.
+  std::function<const FunctionDef*(const std::string&, const std::string&)> function_of;
+};
+
+std::string SerializeModel(const Model& model, const ExportOptions& options = {});
 // Written to a temporary file, flushed and renamed into place.
-void SaveModel(const Model& model, const std::string& path);
+void SaveModel(const Model& model, const std::string& path, const ExportOptions& options = {});
 
 }  // namespace edgetrain

@@ -10,6 +10,7 @@
 #include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
 
 namespace edgetrain {
 
@@ -622,6 +623,15 @@ ImportOptions RuntimeImportOptions() {
   options.needs_shapes = [](const std::string& domain, const std::string& op, int64_t opset) {
     const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, opset);
     return !entry || entry->reads_declared_outputs;
+  };
+  return options;
+}
+
+ExportOptions ExecutionExportOptions() {
+  ExportOptions options;
+  options.function_of = [](const std::string& domain, const std::string& op) -> const FunctionDef* {
+    const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, 1);
+    return entry != nullptr ? entry->function.get() : nullptr;
   };
   return options;
 }

@@ -1,7 +1,6 @@
 #include "training/ort_layout.hpp"
 
 #include "core/error.hpp"
-#include "ops/kernel.hpp"
 
 namespace edgetrain {
 

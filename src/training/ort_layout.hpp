@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "ir/graph.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
-
-inline constexpr const char* kOrtLazyResetGradInput = "lazy_reset_grad";
-inline constexpr const char* kOrtAccumulationBufferSuffix = "_grad.accumulation.buffer";
 
 // For every InPlaceAccumulatorV2 node: makes its accumulated value a graph output. Returns
 // accumulation-buffer input -> that output, and the names of the accumulators' flag outputs.

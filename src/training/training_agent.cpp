@@ -2,29 +2,10 @@
 
 #include <algorithm>
 
-#include "autodiff/autodiff.hpp"
 #include "core/error.hpp"
-#include "onnx/importer.hpp"
-#include "ops/kernel.hpp"
+#include "training/artifact_contract.hpp"
 
 namespace edgetrain {
-
-namespace {
-
-constexpr const char* kOutputGradSuffix = ".output_grad";
-
-Node MakeNode(const std::string& op, std::vector<std::string> inputs, std::string output,
-              AttributeMap attributes = {}) {
-  Node n;
-  n.name = "agent_" + output;
-  n.op_type = op;
-  n.inputs = std::move(inputs);
-  n.outputs = {std::move(output)};
-  n.attributes = std::move(attributes);
-  return n;
-}
-
-}  // namespace
 
 struct TrainingAgent::Impl {
   std::vector<std::string> inputs, outputs, parameters;
@@ -42,73 +23,22 @@ struct TrainingAgent::Impl {
   }
 };
 
-TrainingAgent::TrainingAgent(Model model, std::vector<std::string> trainable, SessionOptions options)
-    : impl_(std::make_unique<Impl>()) {
+TrainingAgent::TrainingAgent(AgentModels models, SessionOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& a = *impl_;
-  Graph& g = model.graph;
-  for (const ValueInfo& in : g.inputs)
-    if (!g.IsInitializer(in.name)) a.inputs.push_back(in.name);
-  for (const ValueInfo& out : g.outputs) {
-    ET_CHECK(IsFloatType(out.dtype), ErrorCode::kInvalidArgument, "TrainingAgent: output '", out.name, "' of '",
-             model.source, "' is ", DataTypeName(out.dtype), "; every output needs a float gradient");
-    a.outputs.push_back(out.name);
-  }
-  if (trainable.empty()) {
-    for (const auto& [name, value] : g.initializers)
-      if (IsFloatType(value.dtype())) trainable.push_back(name);
-  }
-  // Parameters become graph inputs so that both sessions read the live tensors in `values`.
-  for (const std::string& name : trainable) {
-    auto it = g.initializers.find(name);
-    ET_CHECK(it != g.initializers.end(), ErrorCode::kInvalidArgument, "TrainingAgent: '", model.source,
-             "' has no initializer '", name, "'");
-    ET_CHECK(IsFloatType(it->second.dtype()), ErrorCode::kInvalidArgument, "TrainingAgent: parameter '", name,
-             "' is ", DataTypeName(it->second.dtype()), ", not a float type");
-    a.values[name] = it->second;
-    ValueInfo info{name, it->second.dtype(), true, {}, false};
-    for (int64_t d : it->second.shape()) info.shape.push_back(Dim{d, ""});
-    std::erase_if(g.inputs, [&](const ValueInfo& v) { return v.name == name; });
-    g.inputs.push_back(info);
-    g.initializers.erase(it);
-  }
-  a.parameters = trainable;
-  a.forward.emplace(model, options);
-
-  // Backward: loss = sum over outputs of ReduceSum(output * output_grad), whose gradient is the VJP.
-  std::string loss;
-  for (const ValueInfo& out : std::vector<ValueInfo>(g.outputs)) {
-    ValueInfo grad_in = out;
-    grad_in.name = out.name + kOutputGradSuffix;
-    g.inputs.push_back(grad_in);
-    std::string product = g.nodes.emplace_back(MakeNode("Mul", {out.name, grad_in.name}, out.name + ".vjp_mul")).outputs[0];
-    std::string sum = g.nodes
-                          .emplace_back(MakeNode("ReduceSum", {product}, out.name + ".vjp_sum",
-                                                 {{"keepdims", Attribute::Int(0)}}))
-                          .outputs[0];
-    loss = loss.empty() ? sum : g.nodes.emplace_back(MakeNode("Add", {loss, sum}, sum + ".acc")).outputs[0];
-  }
-  std::vector<std::string> wrt;
-  for (const std::string& name : a.inputs) {
-    const ValueInfo* info = g.FindValueInfo(name);
-    a.input_has_gradient.push_back(info != nullptr && IsFloatType(info->dtype));
-    if (a.input_has_gradient.back()) wrt.push_back(name);
-  }
-  wrt.insert(wrt.end(), a.parameters.begin(), a.parameters.end());
-  model.opsets[kEdgetrainDomain] = 1;  // fused gradient operators
-  std::vector<std::string> grads = AppendGradients(g, GradientRequest{loss, wrt, {}, model.opsets});
-  g.outputs.clear();
-  for (size_t i = 0; i < grads.size(); ++i) {
-    ValueInfo info = *g.FindValueInfo(wrt[i]);
-    info.name = grads[i];
-    g.outputs.push_back(info);
-  }
-  a.backward_fetches = grads;
-  a.backward.emplace(std::move(model), options);
-}
-
-TrainingAgent TrainingAgent::FromFile(const std::string& path, std::vector<std::string> trainable,
-                                      SessionOptions options) {
-  return TrainingAgent(LoadModel(path, ExecutionImportOptions()), std::move(trainable), options);
+  ET_CHECK(models.input_has_gradient.size() == models.inputs.size(), ErrorCode::kInvalidArgument,
+           "TrainingAgent: ", models.inputs.size(), " inputs but ", models.input_has_gradient.size(),
+           " input_has_gradient flags");
+  for (const std::string& p : models.parameters)
+    ET_CHECK(models.parameter_values.count(p), ErrorCode::kInvalidArgument, "TrainingAgent: parameter '", p,
+             "' has no value");
+  a.inputs = std::move(models.inputs);
+  a.outputs = std::move(models.outputs);
+  a.parameters = std::move(models.parameters);
+  a.values = std::move(models.parameter_values);
+  a.input_has_gradient = std::move(models.input_has_gradient);
+  a.backward_fetches = std::move(models.backward_fetches);
+  a.forward.emplace(std::move(models.forward), options);
+  a.backward.emplace(std::move(models.backward), options);
 }
 
 TrainingAgent::~TrainingAgent() = default;
@@ -134,7 +64,7 @@ TrainingAgent::BackwardResult TrainingAgent::Backward(int64_t handle, const std:
   ET_CHECK(output_gradients.size() == a.outputs.size(), ErrorCode::kInvalidArgument,
            "TrainingAgent::Backward: expected ", a.outputs.size(), " output gradients, got ", output_gradients.size());
   std::map<std::string, Tensor> feeds = a.Feeds(it->second);
-  for (size_t i = 0; i < a.outputs.size(); ++i) feeds[a.outputs[i] + kOutputGradSuffix] = output_gradients[i];
+  for (size_t i = 0; i < a.outputs.size(); ++i) feeds[AgentOutputGradientName(a.outputs[i])] = output_gradients[i];
   std::vector<Tensor> grads = a.backward->Run(feeds, a.backward_fetches);
   a.pending.erase(it);
 

@@ -1,7 +1,8 @@
 // TrainingAgent: a model used as one layer inside another framework. Forward runs the model and
 // keeps its inputs under a handle; Backward takes the gradients of the outputs and returns the
 // gradients of the float inputs and of the parameters (a vector-Jacobian product, which re-runs
-// the forward part from the kept inputs).
+// the forward part from the kept inputs). Its two models are built offline (BuildAgentModels in
+// autodiff/agent_models.hpp); the agent itself only runs them.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +15,19 @@
 
 namespace edgetrain {
 
+// The forward model with its trainable parameters as inputs, and the backward model that adds one
+// input "<output>.output_grad" per output and returns the gradients `backward_fetches`.
+struct AgentModels {
+  Model forward, backward;
+  std::vector<std::string> inputs, outputs, parameters;
+  std::map<std::string, Tensor> parameter_values;
+  std::vector<bool> input_has_gradient;        // per input: whether backward returns its gradient
+  std::vector<std::string> backward_fetches;  // input gradients (float inputs) then parameter gradients
+};
+
 class TrainingAgent {
  public:
-  // `model`: an inference model; `trainable` names its float initializers that get gradients
-  // (default: every float initializer).
-  explicit TrainingAgent(Model model, std::vector<std::string> trainable = {}, SessionOptions options = {});
-  static TrainingAgent FromFile(const std::string& path, std::vector<std::string> trainable = {},
-                                SessionOptions options = {});
+  explicit TrainingAgent(AgentModels models, SessionOptions options = {});
   ~TrainingAgent();
   TrainingAgent(TrainingAgent&&) noexcept;
 

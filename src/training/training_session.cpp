@@ -4,12 +4,13 @@
 #include <cstring>
 #include <set>
 
-#include "autodiff/artifacts.hpp"
 #include "core/error.hpp"
 #include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "runtime/export_options.hpp"
+#include "training/artifact_contract.hpp"
 #include "training/ort_layout.hpp"
 
 namespace edgetrain {
@@ -24,7 +25,6 @@ ModelSource ModelSource::FromBuffer(const void* data, size_t size, std::string n
 
 namespace {
 
-constexpr const char* kGradSuffix = "_grad";
 constexpr float kDefaultLearningRate = 1e-3f;
 
 Model LoadSource(const ModelSource& source) {
@@ -32,8 +32,6 @@ Model LoadSource(const ModelSource& source) {
   ET_CHECK(source.data != nullptr, ErrorCode::kInvalidArgument, "model buffer '", source.buffer_name, "' is null");
   return LoadModelFromBuffer(source.data, source.size, source.buffer_name, ".", RuntimeImportOptions());
 }
-
-std::string Strip(const std::string& s, const std::string& suffix) { return s.substr(0, s.size() - suffix.size()); }
 
 // Checks a parameter tensor against the model input that receives it.
 void CheckParameterFits(const Tensor& value, const ValueInfo& input, const std::string& model) {
@@ -198,28 +196,39 @@ struct TrainingSession::Impl {
 };
 
 void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
-  std::set<std::string> outputs;
-  for (const ValueInfo& out : model.graph.outputs) outputs.insert(out.name);
-  std::set<std::string> checkpoint_names;
+  std::set<std::string> checkpoint_names, model_inputs;
   for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+  for (const ValueInfo& in : model.graph.inputs) model_inputs.insert(in.name);
+  auto in = [](const std::set<std::string>& set) {
+    return [&set](std::string_view name) { return set.count(std::string(name)) != 0; };
+  };
+  // The model says which of its inputs get a gradient or a state update; the checkpoint must hold them.
+  const ParameterNames by_checkpoint{in(checkpoint_names), in(checkpoint_names)};
+  const ParameterNames model_parameters{in(model_inputs), in(model_inputs)};
+  std::set<std::string> with_gradient, with_state_update;
+  for (const ValueInfo& out : model.graph.outputs) {
+    ArtifactValue v = ClassifyOutput(ArtifactModel::kTraining, out.name, model_parameters);
+    if (v.role == ArtifactRole::kGradient) with_gradient.insert(v.parameter);
+    if (v.role == ArtifactRole::kStateUpdate) with_state_update.insert(v.parameter);
+  }
   std::map<std::string, std::string> state_updates;        // training output -> parameter it overwrites
   std::map<std::string, std::string> accumulated_outputs;  // output -> parameter whose buffer it refills
+  for (const auto& [buffer, output] : accumulators.accumulated_output) {
+    ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, buffer, by_checkpoint);
+    ET_CHECK(v.role == ArtifactRole::kAccumulationBuffer, ErrorCode::kInvalidModel, "training model '", model.source,
+             "': accumulation buffer '", buffer, "' is not named <parameter>", kOrtAccumulationBufferSuffix);
+    accumulation_buffers[buffer] = v.parameter;
+    accumulated_outputs[output] = v.parameter;
+    with_gradient.insert(v.parameter);
+  }
 
   for (const ValueInfo* input : training->Inputs()) {
     const std::string& name = input->name;
-    if (name == kOrtLazyResetGradInput) continue;
-    if (auto it = accumulators.accumulated_output.find(name); it != accumulators.accumulated_output.end()) {
-      ET_CHECK(name.ends_with(kOrtAccumulationBufferSuffix), ErrorCode::kInvalidModel, "training model '", model.source,
-               "': accumulation buffer '", name, "' is not named <parameter>", kOrtAccumulationBufferSuffix);
-      const std::string param = Strip(name, kOrtAccumulationBufferSuffix);
-      accumulation_buffers[name] = param;
-      accumulated_outputs[it->second] = param;
-      continue;
-    }
-    bool has_gradient = outputs.count(name + kGradSuffix) != 0 ||
-                        accumulators.accumulated_output.count(name + kOrtAccumulationBufferSuffix) != 0;
-    bool is_state = outputs.count(name + kStateUpdateSuffix) != 0;
-    if (!checkpoint_names.count(name)) {
+    ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, name, by_checkpoint);
+    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name)) continue;
+    bool has_gradient = with_gradient.count(name) != 0;
+    bool is_state = with_state_update.count(name) != 0;
+    if (v.role != ArtifactRole::kParameter) {
       ET_CHECK(!has_gradient && !is_state, ErrorCode::kInvalidArgument, "checkpoint has no parameter '", name,
                "', which the training model '", model.source, "' needs");
       train_inputs.push_back(name);
@@ -235,16 +244,16 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
     }
     CheckParameterFits(values[name], *input, "training");
     if (state.IsTrainable(name)) {
-      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('", name,
-               kGradSuffix, "' output or '", name, kOrtAccumulationBufferSuffix, "' input) in the training model '",
-               model.source, "'");
+      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('",
+               GradientName(name), "' output or '", OrtAccumulationBufferName(name),
+               "' input) in the training model '", model.source, "'");
       trainable.push_back(name);
       gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
     }
     if (is_state) {
       // Written into a buffer of our own (the kernel reads the state it updates), then copied over.
-      state_updates[name + kStateUpdateSuffix] = name;
-      training->BindOutput(name + kStateUpdateSuffix, Tensor(values[name].dtype(), values[name].shape()));
+      state_updates[StateUpdateName(name)] = name;
+      training->BindOutput(StateUpdateName(name), Tensor(values[name].dtype(), values[name].shape()));
     }
   }
   for (const std::string& name : checkpoint_names)
@@ -262,9 +271,10 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
       training->BindOutput(name, gradients[acc->second]);  // the graph adds or overwrites in place
     } else if (std::count(flags.begin(), flags.end(), name)) {
       train_output_roles.push_back({OutputRole::kFlag, nullptr});
-    } else if (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
-      gradient_outputs[name] = Strip(name, kGradSuffix);
-      train_output_roles.push_back({OutputRole::kGradient, &gradients[Strip(name, kGradSuffix)]});
+    } else if (ArtifactValue v = ClassifyOutput(ArtifactModel::kTraining, name, by_checkpoint);
+               v.role == ArtifactRole::kGradient && gradients.count(v.parameter)) {
+      gradient_outputs[name] = v.parameter;
+      train_output_roles.push_back({OutputRole::kGradient, &gradients[v.parameter]});
     } else {
       train_output_roles.push_back({OutputRole::kCaller, nullptr});
       train_outputs.push_back(name);
@@ -336,39 +346,46 @@ void TrainingSession::Impl::InitLearningRate(bool resume) {
 void TrainingSession::Impl::BindOptimizerModel() {
   const std::string source = optimizer->model().source;
   std::vector<std::string> names = optimizer->InputNames();
-  ET_CHECK(names.size() >= 2 && names[0] == "learning_rate" && names[1] == "step", ErrorCode::kInvalidModel,
+  ET_CHECK(names.size() >= 2 && names[0] == kLearningRateInput && names[1] == kStepInput, ErrorCode::kInvalidModel,
            "optimizer model '", source, "' must start with the inputs learning_rate and step");
   const bool resume = checkpoint().optimizer.has_value();
   if (!resume) checkpoint().optimizer = OptimizerState{};
 
+  std::set<std::string> trainable_names(trainable.begin(), trainable.end());
+  auto is_trainable = [&](std::string_view n) { return trainable_names.count(std::string(n)) != 0; };
+  const ParameterNames by_checkpoint{is_trainable, is_trainable};
   std::map<std::string, std::vector<std::string>> state_names;  // parameter -> its optimizer states, in order
-  std::string current;
   std::map<std::string, Tensor*> targets;
   for (size_t i = 2; i < names.size(); ++i) {
     const std::string& name = names[i];
-    if (std::count(trainable.begin(), trainable.end(), name)) {
-      current = name;
+    ArtifactValue v = ClassifyInput(ArtifactModel::kOptimizer, name, by_checkpoint);
+    if (v.role == ArtifactRole::kParameter) {
       targets[name] = &values[name];
-    } else if (name.ends_with(kGradSuffix) && gradients.count(Strip(name, kGradSuffix))) {
-      targets[name] = &gradients[Strip(name, kGradSuffix)];
+    } else if (v.role == ArtifactRole::kGradient) {
+      targets[name] = &gradients[v.parameter];
     } else {
-      ET_CHECK(!current.empty(), ErrorCode::kInvalidModel, "optimizer model '", source, "': input '", name,
-               "' is neither a trainable parameter of the checkpoint nor its gradient nor its optimizer state");
-      state_names[current].push_back(name);
+      ET_CHECK(v.role == ArtifactRole::kOptimizerState, ErrorCode::kInvalidModel, "optimizer model '", source,
+               "': input '", name, "' is neither a trainable parameter of the checkpoint nor its gradient nor its "
+               "optimizer state (<parameter>.<state>)");
+      state_names[v.parameter].push_back(name);
     }
   }
   for (const std::string& p : trainable) {
-    ET_CHECK(targets.count(p) && targets.count(p + kGradSuffix), ErrorCode::kInvalidArgument, "the optimizer model '",
+    ET_CHECK(targets.count(p) && targets.count(GradientName(p)), ErrorCode::kInvalidArgument, "the optimizer model '",
              source, "' does not update trainable parameter '", p, "'");
     std::vector<Tensor>& moments = Moments(p, state_names[p].size());
     for (size_t k = 0; k < moments.size(); ++k) targets[state_names[p][k]] = &moments[k];
   }
   for (size_t i = 2; i < names.size(); ++i) optimizer_inputs.push_back({names[i], targets.at(names[i])});
   for (const std::string& out : optimizer->OutputNames()) {
-    ET_CHECK(out.ends_with(kStateUpdateSuffix) && targets.count(Strip(out, kStateUpdateSuffix)),
+    ArtifactValue v = ClassifyOutput(ArtifactModel::kOptimizer, out, by_checkpoint);
+    const std::string updated = out.substr(0, out.size() - kStateUpdateSuffix.size());
+    ET_CHECK(v.role == ArtifactRole::kParameterUpdate || v.role == ArtifactRole::kOptimizerStateUpdate,
              ErrorCode::kInvalidModel, "optimizer model '", source, "': output '", out,
              "' does not name an input it updates (<input>", kStateUpdateSuffix, ")");
-    optimizer_updates.emplace_back(out, targets.at(Strip(out, kStateUpdateSuffix)));
+    ET_CHECK(targets.count(updated), ErrorCode::kInvalidModel, "optimizer model '", source, "': output '", out,
+             "' updates '", updated, "', which is not one of its inputs");
+    optimizer_updates.emplace_back(out, targets.at(updated));
     optimizer->BindOutput(out, *optimizer_updates.back().second);  // updated in place where the kernel can
   }
   InitLearningRate(resume);
@@ -750,7 +767,7 @@ Model TrainingSession::InferenceModel(const std::vector<std::string>& output_nam
 
 void TrainingSession::ExportModelForInference(const std::string& path,
                                               const std::vector<std::string>& output_names) const {
-  SaveModel(InferenceModel(output_names), path);
+  SaveModel(InferenceModel(output_names), path, ExecutionExportOptions());
 }
 
 CheckpointState& TrainingSession::state() { return impl_->state; }
