@@ -50,7 +50,10 @@ def convnext_small_variant():
     return tvm.ConvNeXt(blocks, stochastic_depth_prob=0.0, num_classes=10)
 
 
-# name: (constructor, image size, classifier parameters for head-only training)
+# name: (constructor, image size, classifier parameters for head-only training[, input seed]). A ReLU input
+# or a max-pool tie within float32 round-off of its kink makes any float32 run's gradient jump there (ORT's
+# as much as ours): MnasNet at 64x64 and GoogLeNet with seed 1 have one (edgetrain's float64 run of the same
+# graph agrees with PyTorch's to 3e-8), so they use a larger image and another seed.
 ZOO = {
     "resnet18": (lambda: tvm.resnet18(num_classes=10), 64, ["fc.weight", "fc.bias"]),
     "mobilenet_v2": (lambda: tvm.mobilenet_v2(num_classes=10, width_mult=0.5), 64,
@@ -65,7 +68,7 @@ ZOO = {
     "densenet": (lambda: tvm.DenseNet(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16, bn_size=2,
                                       num_classes=10), 64, ["classifier.weight", "classifier.bias"]),
     "googlenet": (lambda: tvm.googlenet(num_classes=10, aux_logits=False, transform_input=False, init_weights=True),
-                  64, ["fc.weight", "fc.bias"]),
+                  64, ["fc.weight", "fc.bias"], 2),
     "convnext": (convnext_small_variant, 32, ["classifier.2.weight", "classifier.2.bias"]),
     "vit": (lambda: tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64,
                                           mlp_dim=128, num_classes=10), 32, ["heads.head.weight", "heads.head.bias"]),
@@ -154,10 +157,10 @@ def judge(runner, outputs, trainable, truth, torch32):
 
 
 def check_model(name, edgetrain, workdir, modes, backends, use_ort):
-    ctor, size, head = ZOO[name]
+    ctor, size, head, *seed = ZOO[name]
     torch.manual_seed(0)
     model = deterministic(ctor())
-    generator = torch.Generator().manual_seed(1)
+    generator = torch.Generator().manual_seed(seed[0] if seed else 1)
     batch = torch.randn(BATCH, 3, size, size, generator=generator)
     labels = torch.arange(BATCH) % 10
     path = os.path.join(workdir, f"{name}.onnx")
