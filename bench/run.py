@@ -8,7 +8,8 @@ peers that scripts/setup.sh installs. Writes bench/results.md and prints it (--o
 
 Each side-by-side pair is measured in N rounds (default 3), edgetrain and the peer alternating, and
 each side keeps its fastest round: a burst of other work on the machine then has to hit the same side
-in every round to move a ratio. About 3-5 minutes on 2 cores. Peak RSS is each child process's getrusage maximum."""
+in every round to move a ratio. About 3-5 minutes on 2 cores without the `zoo` section (bench/zoo.py:
+torchvision models at 224x224 against PyTorch and ORT's native training build, one round, much longer). Peak RSS is each child process's getrusage maximum."""
 import argparse
 import datetime
 import json
