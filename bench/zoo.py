@@ -228,7 +228,7 @@ class ZooBench:
     def report(self, check):
         """Markdown lines; check(what, value, limit) -> (shown, met) records a target."""
         kernels = sorted({r[4]["openblas_kernel"] for r in self.rows if r[4].ok and r[4]["openblas_kernel"]})
-        lines = ["## Model zoo: torchvision models at 224x224 (issue 14)", "",
+        lines = [f"## Model zoo: torchvision models at {self.image}x{self.image} (issue 14)", "",
                  f"Batch {self.batch}, AdamW, 10 classes, random weights, Dropout 0; head-only trains the classifier "
                  "alone. PyTorch runs with OPENBLAS_CORETYPE="
                  f"{openblas_coretype() or '(unset: no AVX2)'}; the OpenBLAS kernel it ran: {', '.join(kernels) or '?'}. "
