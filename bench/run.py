@@ -8,7 +8,8 @@ peers that scripts/setup.sh installs. Writes bench/results.md and prints it (--o
 
 Each side-by-side pair is measured in N rounds (default 3), edgetrain and the peer alternating, and
 each side keeps its fastest round: a burst of other work on the machine then has to hit the same side
-in every round to move a ratio. About 3-5 minutes on 2 cores. Peak RSS is each child process's getrusage maximum."""
+in every round to move a ratio. About 3-5 minutes on 2 cores without the `zoo` section (bench/zoo.py:
+torchvision models at 224x224 against PyTorch and ORT's native training build, one round, much longer). Peak RSS is each child process's getrusage maximum."""
 import argparse
 import datetime
 import json
@@ -22,6 +23,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo  # noqa: E402  (the model-zoo section, bench/zoo.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 TORCH_MODELS = os.path.join(SHARED, "peers", "torch_models.py")
@@ -31,7 +35,7 @@ PEERS_DIR = os.environ.get("EDGETRAIN_PEERS_DIR", os.path.expanduser("~/.cache/e
 PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one that sees python3-torch
 ORT_CHECKPOINT_VERSION = 2  # the only ODTC version onnxruntime-web 1.19 reads
 CHECKPOINT_NAMES = ["checkpoint", "checkpoint.ckpt"]  # as ort_step_bench.js looks them up
-SECTIONS = ["training", "ort", "inference", "sizes"]
+SECTIONS = ["training", "ort", "inference", "sizes", "zoo"]
 
 # name: (bundled forward model or None to export from torch_models.py, batch, one input sample's shape)
 MODELS = {
@@ -61,9 +65,10 @@ class Result:
         return self.data.get(key)
 
 
-def run_child(cmd, threads=None, timeout=420):
-    """Runs cmd; returns Result with the last JSON line of stdout and the child's peak RSS."""
-    env = dict(os.environ)
+def run_child(cmd, threads=None, timeout=420, env=None):
+    """Runs cmd (with `env` added to the environment); returns Result with the last JSON line of stdout and
+    the child's peak RSS."""
+    env = dict(os.environ, **(env or {}))
     if threads is not None:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -130,7 +135,7 @@ class Bench:
     def torch_step(self, name, threads):
         steps, warmup = (3, 1) if self.quick else ((20, 2) if name == "transformer" else (50, 5))
         r = run_child([PYTHON, TORCH_MODELS, "bench", name, "--threads", str(threads), "--steps", str(steps),
-                       "--warmup", str(warmup)], threads=threads, timeout=600)
+                       "--warmup", str(warmup)], threads=threads, timeout=600, env=zoo.torch_env())
         if r.ok:
             m = re.search(r"median step ([0-9.]+) ms", r["stdout"])
             if not m:
@@ -240,6 +245,10 @@ class Bench:
             strip = subprocess.run(["strip", "--strip-unneeded", copy], capture_output=True, text=True)
             stripped = os.path.getsize(copy) if strip.returncode == 0 else None
             self.sizes.append((label, os.path.getsize(path), stripped, strip.stderr.strip()[:200]))
+
+    def measure_zoo(self):
+        self.zoo = zoo.ZooBench(run_child, self.build, self.work, self.quick, log=log)
+        self.zoo.measure()
 
     def cleanup(self):
         if self.keep:
@@ -436,10 +445,13 @@ class Report:
                 for label, size, stripped, note in self.b.sizes]
         self.table(["artifact", "size", "stripped"], rows)
 
+    def zoo(self):
+        self.lines += self.b.zoo.report(self.check)
+
     def render(self, header, sections):
         for section in sections:
             {"training": self.training, "ort": self.ort_training, "inference": self.inference,
-             "sizes": self.sizes}[section]()
+             "sizes": self.sizes, "zoo": self.zoo}[section]()
         met = sum(1 for _, m in self.checks if m)
         failed = sum(1 for _, m in self.checks if m is False)
         unmeasured = sum(1 for _, m in self.checks if m is None)
@@ -460,6 +472,9 @@ def environment_header(bench, started, load_before):
     changed = capture(["git", "status", "--porcelain", "--untracked-files=no"]).splitlines()
     dirty = " (with uncommitted changes)" if [c for c in changed if not c.endswith("bench/results.md")] else ""
     torch_version = capture([PYTHON, "-c", "import torch; print(torch.__version__)"])
+    kernel = subprocess.run([PYTHON, "-c", "import sys, torch; sys.path.insert(0, 'bench'); import zoo; "
+                             "torch.ones(64, 64) @ torch.ones(64, 64); print(zoo.openblas_kernel())"],
+                            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, **zoo.torch_env())).stdout.strip()
     load_after = os.getloadavg()[0]
     return ["# edgetrain performance (issue 6)", "",
             f"`/usr/bin/python3 bench/run.py` on {started:%Y-%m-%d %H:%M}, commit {commit}{dirty}"
@@ -469,7 +484,8 @@ def environment_header(bench, started, load_before):
             "every number, the 2-thread ones most"
             + (": **the machine was busy when the run started, so these numbers are not reliable**"
                if load_before > 0.5 * os.cpu_count() else "") + ").",
-            f"Peers: PyTorch {torch_version}, onnxruntime-web 1.19.2 (training), onnxruntime-node "
+            f"Peers: PyTorch {torch_version} (OPENBLAS_CORETYPE={zoo.openblas_coretype()}: OpenBLAS ran its "
+            f"{kernel or '?'} kernel), onnxruntime-web 1.19.2 (training), onnxruntime-node "
             f"{package_version('onnxruntime-node')} (inference), node {capture(['node', '--version'])}. "
             f"Times are medians of >= 20 steps after warm-up; each side's fastest of {bench.rounds} alternating "
             "rounds.", ""]
@@ -510,7 +526,8 @@ def main():
         if "training" in sections or "inference" in sections:
             bench.prepare_models()
         measures = {"training": bench.measure_training, "ort": bench.measure_ort_training,
-                    "inference": bench.measure_inference, "sizes": bench.measure_sizes}
+                    "inference": bench.measure_inference, "sizes": bench.measure_sizes,
+                    "zoo": bench.measure_zoo}
         for section in sections:
             measures[section]()
         report = Report(bench).render(environment_header(bench, started, load_before), sections)

@@ -16,6 +16,7 @@ packages=(
   python3-torch python3-onnx python3-numpy          # oracle: PyTorch parity
   libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
+  python3-torchvision python3-venv                  # the model zoo (tests/model_zoo_test.py); PyPI peers' venvs
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +44,14 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
   mkdir -p "$peers"
   ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
     "${npm_packages[@]}" >/dev/null
+fi
+
+# PyPI peer: ONNX Runtime's native training build (its last release), trained on its own artifacts by bench/zoo.py.
+ort_venv="$peers/venv-ort-training"
+if ! "$ort_venv/bin/python" -c "import onnxruntime.training" 2>/dev/null; then
+  mkdir -p "$peers"
+  /usr/bin/python3 -m venv --system-site-packages "$ort_venv"
+  "$ort_venv/bin/pip" install -q onnxruntime-training-cpu==1.19.2
 fi
 
 # ccache keeps rebuilds of an unchanged file cheap, also across clones (paths below the parent are relative).

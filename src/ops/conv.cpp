@@ -1069,8 +1069,9 @@ void ConvGradient(GradientContext& g) {
     if (bias_grad) g.SetGrad(2, BiasGradient(g, g.dY(0)));
     return;
   }
-  std::vector<std::string> grads = g.Emit("ConvGrad", {g.dY(0), g.X(0), g.X(1)}, bias_grad ? 3 : 2,
-                                          ResolvedConvAttributes(g, false), kEdgetrainDomain);
+  // Always all three outputs: the function body defines three (ORT rejects fewer); one nothing reads is not computed.
+  std::vector<std::string> grads =
+      g.Emit("ConvGrad", {g.dY(0), g.X(0), g.X(1)}, 3, ResolvedConvAttributes(g, false), kEdgetrainDomain);
   g.SetGrad(0, grads[0]);
   g.SetGrad(1, grads[1]);
   if (bias_grad) g.SetGrad(2, grads[2]);
@@ -1084,7 +1085,7 @@ void ConvTransposeGradient(GradientContext& g) {
   AttributeMap attrs;
   if (needs_x_or_w) attrs = ResolvedConvAttributes(g, true);
   if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Conv", {dy, g.X(1)}, attrs));
-  if (g.NeedsGrad(1)) g.SetGrad(1, g.Emit("ConvGrad", {g.X(0), dy, g.X(1)}, 2, attrs, kEdgetrainDomain)[1]);
+  if (g.NeedsGrad(1)) g.SetGrad(1, g.Emit("ConvGrad", {g.X(0), dy, g.X(1)}, 3, attrs, kEdgetrainDomain)[1]);
   if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) g.SetGrad(2, BiasGradient(g, dy));
 }
 
