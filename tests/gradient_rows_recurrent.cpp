@@ -1,6 +1,9 @@
 // Gradient-check rows for src/ops/recurrent.cpp: RNN, GRU and LSTM through time, for every input
 // that takes a gradient (X, W, R, B, initial_h, initial_c, P) and every attribute that changes it.
+#include <optional>
+
 #include "gradient_check.hpp"
+#include "runtime/session.hpp"
 
 namespace edgetrain::testing {
 
@@ -91,5 +94,75 @@ std::vector<GradCase> RecurrentGradCases() {
            {"activation_beta", Attribute::Floats({0.25f})}}),
   };
 }
+
+namespace {
+
+// Runs one node on float32 ones of the given shapes; returns the error it raises ("" when none).
+std::string RecurrentError(const std::string& op, const std::vector<Shape>& shapes, AttributeMap attrs,
+                           std::optional<Tensor> lengths = std::nullopt, DataType dtype = DataType::kFloat32) {
+  Model m;
+  m.source = "recurrent_error.onnx";
+  m.opsets[""] = 17;
+  Node node{"rnn_node", op, "", {}, {"Y"}, std::move(attrs), 0};
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string name = "in" + std::to_string(i);
+    Tensor t = Tensor::Zeros(dtype, shapes[i]);
+    node.inputs.push_back(name);
+    ValueInfo v;
+    v.name = name;
+    v.dtype = dtype;
+    m.graph.inputs.push_back(v);
+    feeds[name] = t;
+  }
+  if (lengths) {
+    node.inputs.resize(4);
+    node.inputs.push_back("lens");
+    ValueInfo v;
+    v.name = "lens";
+    v.dtype = lengths->dtype();
+    m.graph.inputs.push_back(v);
+    feeds["lens"] = *lengths;
+  }
+  m.graph.nodes.push_back(node);
+  ValueInfo y;
+  y.name = "Y";
+  m.graph.outputs.push_back(y);
+  try {
+    Session(m).Run(feeds);
+  } catch (const Error& e) {
+    return std::string(ErrorCodeName(e.code())) + ": " + e.what();
+  }
+  return "";
+}
+
+void ExpectMentions(const std::string& error, std::vector<std::string> needles) {
+  ASSERT_FALSE(error.empty()) << "expected an error";
+  EXPECT_NE(error.find("rnn_node"), std::string::npos) << error;
+  for (const auto& n : needles) EXPECT_NE(error.find(n), std::string::npos) << error << " lacks '" << n << "'";
+}
+
+const std::vector<Shape> kLstm = {{3, 2, 3}, {1, 8, 3}, {1, 8, 2}};
+
+TEST(RecurrentErrors, NameTheNodeAndTheProblem) {
+  EXPECT_EQ(RecurrentError("LSTM", kLstm, {}), "");
+  ExpectMentions(RecurrentError("LSTM", kLstm, {{"direction", Attribute::String("sideways")}}), {"direction"});
+  ExpectMentions(RecurrentError("LSTM", {{3, 2, 3}, {1, 6, 3}, {1, 8, 2}}, {}), {"input W", "[1, 8, 3]"});
+  ExpectMentions(RecurrentError("GRU", kLstm, {}), {"input W", "[1, 6, 3]"});
+  ExpectMentions(RecurrentError("LSTM", {{3, 2, 3}, {1, 8, 3}, {2, 8, 2}}, {}), {"input R", "[1, 8, 2]"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {{"activations", Names({"Sigmoid", "Tanh", "Swish"})}}),
+                 {"NotImplemented", "Swish"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {{"activations", Names({"Sigmoid"})}}), {"activations", "3"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {{"layout", I(2)}}), {"layout"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {{"clip", Attribute::Float(-1.0f)}}), {"clip"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {}, Tensor::FromVector<int32_t>({3, 4}, {2})),
+                 {"OutOfRange", "sequence_lens[1] = 4"});
+  ExpectMentions(RecurrentError("LSTM", kLstm, {}, Tensor::FromVector<int64_t>({3, 3}, {2})),
+                 {"sequence_lens", "int32"});
+  ExpectMentions(RecurrentError("RNN", {{3, 2, 3}, {1, 2, 3}, {1, 2, 2}}, {}, std::nullopt, DataType::kInt32),
+                 {"NotImplemented", "int32"});
+}
+
+}  // namespace
 
 }  // namespace edgetrain::testing

@@ -90,7 +90,7 @@ void Loop(KernelContext& ctx) {
 // Slice `index` of `t` along `axis` (that axis removed).
 Tensor SliceAt(const Tensor& t, size_t axis, int64_t index) {
   Shape shape = t.shape();
-  const int64_t count = shape[axis];
+  const int64_t count = t.dim(axis);
   shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
   Tensor out(t.dtype(), shape);
   const int64_t outer = NumElements({shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(axis)});
