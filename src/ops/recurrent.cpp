@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/gemm.hpp"
@@ -22,6 +23,19 @@ int64_t GatesOf(Cell cell) { return cell == Cell::kRnn ? 1 : cell == Cell::kGru 
 size_t ActivationsOf(Cell cell) { return cell == Cell::kRnn ? 1 : cell == Cell::kGru ? 2 : 3; }
 const char* NameOf(Cell cell) { return cell == Cell::kRnn ? "RNN" : cell == Cell::kGru ? "GRU" : "LSTM"; }
 
+// tanh through one expf for float (libm's tanhf costs several times more); std::tanh for double.
+template <typename T>
+T Tanh(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float a = std::fabs(x);
+    if (a < 0.01f) return x - x * x * x / 3.0f;
+    const float e = std::exp(-2.0f * a);
+    return std::copysign((1.0f - e) / (1.0f + e), x);
+  } else {
+    return std::tanh(x);
+  }
+}
+
 // One activation of the spec's list with its alpha/beta; D(x, y) is its derivative at x (y = F(x)).
 struct Activation {
   enum class Kind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid,
@@ -33,12 +47,12 @@ struct Activation {
   T F(T x) const {
     switch (kind) {
       case Kind::kRelu: return x > 0 ? x : T(0);
-      case Kind::kTanh: return std::tanh(x);
+      case Kind::kTanh: return Tanh(x);
       case Kind::kSigmoid: return T(1) / (T(1) + std::exp(-x));
       case Kind::kAffine: return T(alpha) * x + T(beta);
       case Kind::kLeakyRelu: return x >= 0 ? x : T(alpha) * x;
       case Kind::kThresholdedRelu: return x > T(alpha) ? x : T(0);
-      case Kind::kScaledTanh: return T(alpha) * std::tanh(T(beta) * x);
+      case Kind::kScaledTanh: return T(alpha) * Tanh(T(beta) * x);
       case Kind::kHardSigmoid: return std::max(T(0), std::min(T(1), T(alpha) * x + T(beta)));
       case Kind::kElu: return x >= 0 ? x : T(alpha) * (std::exp(x) - T(1));
       case Kind::kSoftsign: return x / (T(1) + std::fabs(x));
@@ -56,7 +70,7 @@ struct Activation {
       case Kind::kLeakyRelu: return x >= 0 ? T(1) : T(alpha);
       case Kind::kThresholdedRelu: return x > T(alpha) ? T(1) : T(0);
       case Kind::kScaledTanh: {
-        const T t = std::tanh(T(beta) * x);
+        const T t = Tanh(T(beta) * x);
         return T(alpha) * T(beta) * (T(1) - t * t);
       }
       case Kind::kHardSigmoid: {
