@@ -163,6 +163,87 @@ TEST(RecurrentErrors, NameTheNodeAndTheProblem) {
                  {"NotImplemented", "int32"});
 }
 
+// Scan (opset 17) with body (s, x) -> (s + x, s + x): a running sum over axis `axis` of each scan input.
+std::vector<Tensor> RunScan(AttributeMap attrs, std::vector<Tensor> scans) {
+  auto body = std::make_shared<Graph>();
+  body->name = "body";
+  for (const char* name : {"s", "x"}) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = DataType::kFloat32;
+    body->inputs.push_back(v);
+  }
+  body->nodes.push_back(Node{"add", "Add", "", {"s", "x"}, {"s_next"}, {}, 0});
+  body->nodes.push_back(Node{"copy", "Identity", "", {"s_next"}, {"y"}, {}, 0});
+  for (const char* name : {"s_next", "y"}) {
+    ValueInfo v;
+    v.name = name;
+    body->outputs.push_back(v);
+  }
+  Attribute b;
+  b.kind = Attribute::Kind::kGraph;
+  b.g = body;
+  attrs["body"] = b;
+  Model m;
+  m.source = "scan.onnx";
+  m.opsets[""] = 17;
+  Node node{"scan_node", "Scan", "", {"s0"}, {"s_final", "ys"}, std::move(attrs), 0};
+  std::map<std::string, Tensor> feeds = {{"s0", Tensor::FromVector<float>({0, 0}, {2})}};
+  std::vector<std::string> names = {"s0"};
+  for (size_t i = 0; i < scans.size(); ++i) {
+    names.push_back("x" + std::to_string(i));
+    node.inputs.push_back(names.back());
+    feeds[names.back()] = scans[i];
+  }
+  for (const auto& name : names) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = DataType::kFloat32;
+    m.graph.inputs.push_back(v);
+  }
+  m.graph.nodes.push_back(node);
+  for (const char* name : {"s_final", "ys"}) {
+    ValueInfo v;
+    v.name = name;
+    m.graph.outputs.push_back(v);
+  }
+  return Session(m).Run(feeds);
+}
+
+TEST(Scan, RunningSumAlongAnAxisInReverse) {
+  // x [2, 3] scanned along axis 1 in reverse: slices (3, 6), (2, 5), (1, 4).
+  const Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const std::vector<Tensor> out = RunScan({{"num_scan_inputs", I(1)},
+                                           {"scan_input_axes", Attribute::Ints({1})},
+                                           {"scan_input_directions", Attribute::Ints({1})},
+                                           {"scan_output_axes", Attribute::Ints({1})}},
+                                          {x});
+  EXPECT_EQ(out[0].ToDoubleVector(), (std::vector<double>{6, 15}));
+  EXPECT_EQ(out[1].shape(), (Shape{2, 3}));
+  EXPECT_EQ(out[1].ToDoubleVector(), (std::vector<double>{3, 5, 6, 6, 11, 15}));
+}
+
+TEST(Scan, BadAttributesNameTheNode) {
+  const Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  auto error = [&](AttributeMap attrs, std::vector<Tensor> scans) -> std::string {
+    try {
+      RunScan(std::move(attrs), std::move(scans));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto expect = [](const std::string& message, const char* needle) {
+    EXPECT_NE(message.find("scan_node"), std::string::npos) << message;
+    EXPECT_NE(message.find(needle), std::string::npos) << message << " lacks '" << needle << "'";
+  };
+  expect(error({}, {x}), "num_scan_inputs");
+  expect(error({{"num_scan_inputs", I(1)}, {"scan_input_axes", Attribute::Ints({2})}}, {x}), "scan_input_axes");
+  expect(error({{"num_scan_inputs", I(1)}, {"scan_input_axes", Attribute::Ints({0, 1})}}, {x}), "must have 1 values");
+  const Tensor shorter = Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2});
+  expect(error({{"num_scan_inputs", I(2)}}, {x, shorter}), "iterations");
+}
+
 }  // namespace
 
 }  // namespace edgetrain::testing
