@@ -58,8 +58,10 @@ Model ForwardModel(const GradCase& row) {
 Model Reimport(const Model& m, bool inline_fused) {
   std::string bytes = SerializeModel(m, ExecutionExportOptions());
   ImportOptions options;
-  options.has_kernel = [inline_fused](const std::string& domain, const std::string&, int64_t) {
-    return !(inline_fused && domain == kEdgetrainDomain);
+  options.has_kernel = [inline_fused](const std::string& domain, const std::string& op, int64_t) {
+    // Fused ops without a standard-op body (the recurrent backward ops) stay fused.
+    const OpKernelEntry* fused = OpRegistry::Global().Find(kEdgetrainDomain, op, 1);
+    return !(inline_fused && domain == kEdgetrainDomain && fused && fused->function);
   };
   return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
 }

@@ -79,5 +79,6 @@ std::vector<GradCase> ReductionGradCases();
 std::vector<GradCase> ShapeGradCases();
 std::vector<GradCase> MatMulConvGradCases();
 std::vector<GradCase> NormalizationGradCases();
+std::vector<GradCase> RecurrentGradCases();
 
 }  // namespace edgetrain::testing

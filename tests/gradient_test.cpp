@@ -18,5 +18,6 @@ INSTANTIATE_TEST_SUITE_P(Reduction, Gradient, ::testing::ValuesIn(ReductionGradC
 INSTANTIATE_TEST_SUITE_P(Shape, Gradient, ::testing::ValuesIn(ShapeGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(MatMulConv, Gradient, ::testing::ValuesIn(MatMulConvGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(Normalization, Gradient, ::testing::ValuesIn(NormalizationGradCases()), RowName);
+INSTANTIATE_TEST_SUITE_P(Recurrent, Gradient, ::testing::ValuesIn(RecurrentGradCases()), RowName);
 
 }  // namespace

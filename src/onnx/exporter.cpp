@@ -92,6 +92,8 @@ std::string SerializeModel(const Model& model, const ExportOptions& options) {
     for (const auto& key : std::set<std::string>(used_ops)) {
       if (key.rfind(std::string(kEdgetrainDomain) + ":", 0) != 0 || written.count(key)) continue;
       std::string op = key.substr(key.find(':') + 1);
+      written.insert(key);
+      if (options.exported_without_body && options.exported_without_body(kEdgetrainDomain, op)) continue;
       const FunctionDef* definition = options.function_of ? options.function_of(kEdgetrainDomain, op) : nullptr;
       ET_CHECK(definition != nullptr, ErrorCode::kInvalidArgument, "model '", model.source, "': operator ", key,
                " has no function definition to export it with");
@@ -106,7 +108,6 @@ std::string SerializeModel(const Model& model, const ExportOptions& options) {
       imp->set_domain("");
       imp->set_version(f.opset);
       for (const auto& n : f.nodes) NodeToProto(n, fp->add_node(), used_ops);
-      written.insert(key);
       added = true;
     }
   }

@@ -1,4 +1,5 @@
-// Graph-structural operators: Constant, Identity, and the control-flow ops If and Loop.
+// Graph-structural operators: Constant, Identity, and the control-flow ops If, Loop and Scan.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/gradient.hpp"
@@ -86,6 +87,119 @@ void Loop(KernelContext& ctx) {
   }
 }
 
+// Slice `index` of `t` along `axis` (that axis removed).
+Tensor SliceAt(const Tensor& t, size_t axis, int64_t index) {
+  Shape shape = t.shape();
+  const int64_t count = t.dim(axis);
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  Tensor out(t.dtype(), shape);
+  const int64_t outer = NumElements({shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(axis)});
+  const size_t inner = out.nbytes() / static_cast<size_t>(std::max<int64_t>(1, outer));
+  const auto* src = static_cast<const uint8_t*>(t.raw());
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * inner, src + (o * count + index) * static_cast<int64_t>(inner), inner);
+  return out;
+}
+
+// `parts` (one shape) stacked along a new `axis`; `reverse` stacks them last first.
+Tensor Stack(const KernelContext& ctx, const std::vector<Tensor>& parts, size_t axis, bool reverse) {
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(!parts.empty(), ErrorCode::kNotImplemented, what, ": a scan of zero iterations");
+  Shape shape = parts[0].shape();
+  ET_CHECK(axis <= shape.size(), ErrorCode::kInvalidArgument, what, ": scan axis ", axis, " is out of range for rank ",
+           shape.size() + 1);
+  const int64_t outer = NumElements({shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(axis)});
+  const int64_t count = static_cast<int64_t>(parts.size());
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(axis), count);
+  Tensor out(parts[0].dtype(), shape);
+  const size_t inner = parts[0].nbytes() / static_cast<size_t>(std::max<int64_t>(1, outer));
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  for (int64_t k = 0; k < count; ++k) {
+    const Tensor& p = parts[static_cast<size_t>(reverse ? count - 1 - k : k)];
+    ET_CHECK(p.shape() == parts[0].shape() && p.dtype() == parts[0].dtype(), ErrorCode::kInvalidArgument, what,
+             ": a scan output changes shape across iterations");
+    const auto* src = static_cast<const uint8_t*>(p.raw());
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * count + k) * static_cast<int64_t>(inner), src + o * static_cast<int64_t>(inner), inner);
+  }
+  return out;
+}
+
+size_t NormalizedAxis(KernelContext& ctx, int64_t axis, size_t rank, const char* attr) {
+  const int64_t r = static_cast<int64_t>(rank);
+  ET_CHECK(axis >= -r && axis < r, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": ", attr, " value ", axis,
+           " is out of range for rank ", rank);
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+
+// Scan (opset 9+): inputs (states..., scan inputs...); body (states..., slices...) -> (states..., outputs...).
+// Opset 8 has a leading sequence_lens input and a batch axis 0 in every input and output.
+void Scan(KernelContext& ctx) {
+  const std::string& what = ctx.node().Describe();
+  const Graph& body = SubgraphAttr(ctx, "body");
+  const bool batched = ctx.opset() < 9;
+  const size_t first = batched ? 1 : 0;
+  const int64_t m = ctx.node().GetInt("num_scan_inputs", -1);
+  ET_CHECK(m > 0 && first + static_cast<size_t>(m) <= ctx.NumInputs(), ErrorCode::kInvalidModel, what,
+           ": attribute num_scan_inputs must be between 1 and the number of inputs, got ", m);
+  const size_t num_scan = static_cast<size_t>(m), num_states = ctx.NumInputs() - first - num_scan;
+  const size_t num_outputs = ctx.NumOutputs() - num_states;
+  auto ints = [&](const char* name, size_t n) {
+    Int64Vector v = ctx.node().GetInts(name, Int64Vector(n, 0));
+    ET_CHECK(v.size() == n, ErrorCode::kInvalidModel, what, ": attribute ", name, " must have ", n, " values, got ",
+             v.size());
+    return v;
+  };
+  const Int64Vector in_dirs = ints(batched ? "directions" : "scan_input_directions", num_scan);
+  const Int64Vector in_axes = batched ? Int64Vector(num_scan, 0) : ints("scan_input_axes", num_scan);
+  const Int64Vector out_dirs = batched ? Int64Vector(num_outputs, 0) : ints("scan_output_directions", num_outputs);
+  const Int64Vector out_axes = batched ? Int64Vector(num_outputs, 0) : ints("scan_output_axes", num_outputs);
+  const int64_t batch = batched ? ctx.Input(first + num_states).dim(0) : 1;
+  std::vector<std::vector<Tensor>> final_states(num_states), outputs(num_outputs);
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<RuntimeValue> states;
+    std::vector<Tensor> scans;
+    for (size_t i = 0; i < num_states; ++i)
+      states.push_back(RuntimeValue::Of(batched ? SliceAt(ctx.Input(first + i), 0, b) : ctx.Input(first + i)));
+    std::vector<size_t> axes;
+    int64_t steps = -1;
+    for (size_t j = 0; j < num_scan; ++j) {
+      scans.push_back(batched ? SliceAt(ctx.Input(first + num_states + j), 0, b) : ctx.Input(first + num_states + j));
+      axes.push_back(NormalizedAxis(ctx, in_axes[j], scans[j].rank(), "scan_input_axes"));
+      const int64_t n = scans[j].dim(axes[j]);
+      ET_CHECK(steps < 0 || n == steps, ErrorCode::kInvalidArgument, what, ": scan inputs have ", steps, " and ", n,
+               " iterations");
+      steps = n;
+    }
+    if (batched && ctx.HasInput(0))
+      ET_CHECK(ctx.Input(0).Int64At(b) == steps, ErrorCode::kNotImplemented, what, ": sequence_lens[", b, "] = ",
+               ctx.Input(0).Int64At(b), " shorter than the ", steps, " scan steps is not supported");
+    std::vector<std::vector<Tensor>> parts(num_outputs);
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<RuntimeValue> in = states;
+      for (size_t j = 0; j < num_scan; ++j)
+        in.push_back(RuntimeValue::Of(SliceAt(scans[j], axes[j], in_dirs[j] ? steps - 1 - s : s)));
+      std::vector<RuntimeValue> out = ctx.RunSubgraph(body, in);
+      ET_CHECK(out.size() == num_states + num_outputs, ErrorCode::kInvalidModel, what, ": body returns ", out.size(),
+               " values, expected ", num_states + num_outputs);
+      for (size_t i = 0; i < num_states; ++i) states[i] = out[i];
+      for (size_t k = 0; k < num_outputs; ++k) parts[k].push_back(out[num_states + k].tensor);
+    }
+    for (size_t i = 0; i < num_states; ++i) final_states[i].push_back(states[i].tensor);
+    for (size_t k = 0; k < num_outputs; ++k) {
+      const size_t rank = parts[k].empty() ? 1 : parts[k][0].rank() + 1;
+      outputs[k].push_back(Stack(ctx, parts[k], NormalizedAxis(ctx, out_axes[k], rank, "scan_output_axes"),
+                                 out_dirs[k] != 0));
+    }
+  }
+  // Opset 8 stacks the batch back on axis 0.
+  for (size_t i = 0; i < num_states; ++i)
+    ctx.SetOutputValue(i, RuntimeValue::Of(batched ? Stack(ctx, final_states[i], 0, false) : final_states[i][0]));
+  for (size_t k = 0; k < num_outputs; ++k)
+    ctx.SetOutputValue(num_states + k, RuntimeValue::Of(batched ? Stack(ctx, outputs[k], 0, false) : outputs[k][0]));
+}
+
 void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
 
 }  // namespace
@@ -96,6 +210,7 @@ void RegisterControlFlowOps(OpRegistry& r) {
   r.SetGradient("Identity", IdentityGradient);
   RegisterOnnx(r, "If", If);
   RegisterOnnx(r, "Loop", Loop);
+  RegisterOnnx(r, "Scan", Scan);
 }
 
 }  // namespace edgetrain

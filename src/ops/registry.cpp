@@ -58,6 +58,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterOptimizerOps(r);
     RegisterOrtGradientOps(r);
     RegisterOrtFusedOps(r);
+    RegisterRecurrentOps(r);
     return r;
   }();
   return registry;

@@ -633,6 +633,10 @@ ExportOptions ExecutionExportOptions() {
     const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, 1);
     return entry != nullptr ? entry->function.get() : nullptr;
   };
+  options.exported_without_body = [](const std::string& domain, const std::string& op) {
+    const OpKernelEntry* entry = OpRegistry::Global().Find(domain, op, 1);
+    return entry != nullptr && !entry->function;
+  };
   return options;
 }
 

@@ -1,0 +1,126 @@
+"""Gradient parity of RNN/GRU/LSTM with PyTorch in float64: nn.LSTM, nn.GRU and nn.RNN (multi-layer,
+bidirectional, batch_first, learned initial states) exported with torch.onnx.export go through
+`edgetrain generate-artifacts --loss mse`; the training model, run by `edgetrain run`, must give
+PyTorch's loss and every parameter gradient within 1e-4 relative (float64 on both sides).
+
+Run with Debian's interpreter: /usr/bin/python3 tests/recurrent_torch_parity.py --edgetrain build/edgetrain
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+
+RELATIVE_TOLERANCE = 1e-4
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self, kind, layers, bidirectional, batch_first, initial_state, **extra):
+        super().__init__()
+        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[kind]
+        self.kind, self.batch_first = kind, batch_first
+        self.rnn = cls(5, 4, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, **extra)
+        states = layers * (2 if bidirectional else 1)
+        self.h0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, 4)) if initial_state else None
+        self.c0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, 4)) if initial_state and kind == "lstm" else None
+
+    def forward(self, x):
+        if self.h0 is None:
+            return self.rnn(x)[0]
+        batch = x.shape[0] if self.batch_first else x.shape[1]
+        h0 = self.h0.expand(-1, batch, -1).contiguous()
+        state = (h0, self.c0.expand(-1, batch, -1).contiguous()) if self.kind == "lstm" else h0
+        return self.rnn(x, state)[0]
+
+
+CONFIGS = [
+    ("lstm_2layer_bidirectional_batch_first", "lstm", 2, True, True, True, {}),
+    ("lstm_1layer_forward", "lstm", 1, False, False, False, {}),
+    ("gru_2layer_bidirectional", "gru", 2, True, False, True, {}),
+    ("gru_1layer_batch_first", "gru", 1, False, True, False, {}),
+    ("rnn_2layer_bidirectional_batch_first", "rnn", 2, True, True, True, {}),
+    ("rnn_relu", "rnn", 1, True, False, False, {"nonlinearity": "relu"}),
+]
+
+
+def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, initial_state, extra):
+    torch.manual_seed(len(name))
+    model = Recurrent(kind, layers, bidirectional, batch_first, initial_state, **extra).double()
+    shape = (3, 7, 5) if batch_first else (7, 3, 5)
+    x = torch.randn(*shape, dtype=torch.float64)
+    path = os.path.join(workdir, f"{name}.onnx")
+    torch.onnx.export(model, x, path, opset_version=17, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING, input_names=["input"], output_names=["output"])
+    art = os.path.join(workdir, f"art_{name}")
+    r = subprocess.run([edgetrain, "generate-artifacts", path, "--out", art, "--loss", "mse"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"generate-artifacts failed: {r.stderr.strip()}"]
+    target = torch.randn(*model(x).shape, dtype=torch.float64)
+    training_model = os.path.join(art, "training_model.onnx")
+    feeds = {}
+    for init in onnx.load(path).graph.initializer:
+        feeds[init.name] = onnx.numpy_helper.to_array(init)
+    inputs = [i.name for i in onnx.load(training_model).graph.input]
+    feeds["input"] = x.numpy()
+    rest = [i for i in inputs if i not in feeds]
+    if len(rest) != 1:
+        return [f"expected one target input, the training model has {rest}"]
+    feeds[rest[0]] = target.numpy()
+    out = os.path.join(art, "out")
+    args = [edgetrain, "run", training_model, "-o", out]
+    for key in inputs:
+        file = os.path.join(art, "feed_" + key.replace("/", "_").replace(":", "_") + ".npy")
+        np.save(file, feeds[key])
+        args += ["--input", f"{key}={file}"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"edgetrain run failed: {r.stderr.strip()}"]
+
+    loss = torch.nn.functional.mse_loss(model(x), target)
+    model.zero_grad()
+    loss.backward()
+    problems, worst, checked = [], 0.0, 0
+    ours = float(np.load(os.path.join(out, "loss.npy")))
+    if abs(ours - loss.item()) > RELATIVE_TOLERANCE * abs(loss.item()):
+        problems.append(f"loss {ours} vs PyTorch {loss.item()}")
+    for pname, param in model.named_parameters():
+        grad_file = os.path.join(out, pname.replace("/", "_").replace(":", "_") + "_grad.npy")
+        if not os.path.exists(grad_file):
+            problems.append(f"no gradient for {pname}")
+            continue
+        actual, expected = np.load(grad_file), param.grad.numpy()
+        if actual.dtype != np.float64 or actual.shape != expected.shape:
+            problems.append(f"{pname}_grad is {actual.dtype} {actual.shape}, PyTorch's {expected.shape}")
+            continue
+        error = float(np.max(np.abs(actual - expected))) / max(float(np.max(np.abs(expected))), 1e-12)
+        worst = max(worst, error)
+        checked += 1
+        if error > RELATIVE_TOLERANCE:
+            problems.append(f"{pname}_grad differs by {error:.2e}")
+    return problems or [f"ok: loss and {checked} parameter gradients match, worst relative error {worst:.2e}"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--edgetrain", required=True)
+    args = parser.parse_args()
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as workdir:
+        for config in CONFIGS:
+            result = check(args.edgetrain, workdir, *config)
+            ok = result[0].startswith("ok")
+            passed += ok
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'} {config[0]}: {'; '.join(result)}", flush=True)
+    print(f"recurrent torch parity: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
