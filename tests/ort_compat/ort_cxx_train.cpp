@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -134,6 +136,60 @@ void CheckStateApi(Ort::CheckpointState& state, Ort::TrainingSession& session, i
   Expect(ToVector(restored) == trained, "FromBuffer restores the parameters");
 }
 
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  Expect(file.good(), "cannot open " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// `body` must throw an Ort::Exception with `code` whose message contains `needle`.
+template <typename Body>
+void ExpectThrows(Body&& body, OrtErrorCode code, const std::string& needle, const std::string& what) {
+  try {
+    body();
+  } catch (const Ort::Exception& e) {
+    Expect(e.GetOrtErrorCode() == code && std::string(e.what()).find(needle) != std::string::npos,
+           what + ": got code " + std::to_string(e.GetOrtErrorCode()) + ", '" + e.what() + "'");
+    return;
+  }
+  throw std::runtime_error("check failed: " + what + ": no Ort::Exception");
+}
+
+// Failures surface as Ort::Exception naming the file, input, property or value; sessions also load from buffers.
+void CheckErrors(const Ort::Env& env, const Ort::SessionOptions& options, const std::string& artifacts,
+                 const std::string& out) {
+  ExpectThrows([&] { Ort::CheckpointState::LoadCheckpoint(out + "/no_checkpoint"); }, ORT_NO_SUCHFILE,
+               out + "/no_checkpoint", "LoadCheckpoint of a missing file");
+  ExpectThrows([&] { Ort::Session(env, (out + "/no_model.onnx").c_str(), options); }, ORT_NO_SUCHFILE,
+               out + "/no_model.onnx", "an inference session of a missing model");
+  Ort::CheckpointState state = Ort::CheckpointState::LoadCheckpointFromBuffer(ReadFile(artifacts + "/checkpoint"));
+  Ort::TrainingSession session(env, options, state, ReadFile(artifacts + "/training_model.onnx"),
+                               ReadFile(artifacts + "/eval_model.onnx"));
+  Ort::MemoryInfo memory = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  std::vector<float> pixels(2 * kPixels, 0.5f);
+  std::vector<int64_t> labels = {3, 7};
+  const int64_t wrong_shape[] = {2, 1, kColumns, kRows - 1}, image_shape[] = {2, 1, kRows, kColumns}, label_shape[] = {2};
+  std::vector<Ort::Value> wrong;
+  wrong.push_back(Ort::Value::CreateTensor<float>(memory, pixels.data(), 2 * kColumns * (kRows - 1), wrong_shape, 4));
+  wrong.push_back(Ort::Value::CreateTensor<int64_t>(memory, labels.data(), 2, label_shape, 1));
+  ExpectThrows([&] { session.TrainStep(wrong); }, ORT_INVALID_ARGUMENT, "'input'", "TrainStep with a wrong shape");
+  std::vector<Ort::Value> right;
+  right.push_back(Ort::Value::CreateTensor<float>(memory, pixels.data(), pixels.size(), image_shape, 4));
+  right.push_back(Ort::Value::CreateTensor<int64_t>(memory, labels.data(), 2, label_shape, 1));
+  std::vector<Ort::Value> outputs = session.EvalStep(right);
+  Expect(std::isfinite(*outputs[0].GetTensorMutableData<float>()), "a session made from buffers evaluates");
+  ExpectThrows([&] { session.OptimizerStep(); }, ORT_INVALID_ARGUMENT, "optimizer", "OptimizerStep without one");
+  ExpectThrows([&] { state.GetProperty("no_such_property"); }, ORT_INVALID_ARGUMENT, "no_such_property",
+               "GetProperty of an unknown name");
+  ExpectThrows([&] { session.ExportModelForInferencing(out + "/never.onnx", {"no_such_value"}); },
+               ORT_INVALID_ARGUMENT, "no_such_value", "exporting an unknown value");
+  Ort::AllocatorWithDefaultOptions allocator;
+  const int64_t small_shape[] = {3};
+  Ort::Value small = Ort::Value::CreateTensor<float>(allocator, small_shape, 1);
+  ExpectThrows([&] { session.FromBuffer(small); }, ORT_INVALID_ARGUMENT, "3 elements", "FromBuffer of a wrong size");
+  std::printf("error paths: ok\n");
+}
+
 int Run(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s ARTIFACT_DIR DATA_DIR OUT_DIR [--epochs N] [--limit N]\n", argv[0]);
@@ -149,6 +205,7 @@ int Run(int argc, char** argv) {
   Ort::Env env(ORT_LOGGING_LEVEL_WARNING, "fashion_mnist");
   Ort::SessionOptions session_options;
   session_options.SetIntraOpNumThreads(1);
+  CheckErrors(env, session_options, artifacts, out);
   Ort::CheckpointState state = Ort::CheckpointState::LoadCheckpoint(artifacts + "/checkpoint");
   Ort::TrainingSession session(env, session_options, state, artifacts + "/training_model.onnx",
                                artifacts + "/eval_model.onnx", artifacts + "/optimizer_model.onnx");
