@@ -2,7 +2,8 @@
  *
  * Written for edgetrain from ONNX Runtime's public API documentation: the names, types and signatures an
  * application uses are ORT's, so an app written against ORT compiles unchanged with
- * `-I <edgetrain>/include/ort_compat` and links `edgetrain_ort_compat`. It covers what an inference or
+ * `-I <edgetrain>/include/ort_compat` and links `edgetrain_ort_compat` (static) or `-lonnxruntime` (edgetrain's
+ * libonnxruntime.so). It covers what an inference or
  * on-device training app calls (environment, session options, CPU tensors, sessions, allocator, errors).
  * The function table is not laid out in ORT's order: binaries built against ORT's own header must be
  * rebuilt against this one. Element types and enum values are ORT's (ONNX's numbering).
@@ -25,7 +26,11 @@ extern "C" {
 #endif
 
 #define ORT_API_CALL
+#if defined(__GNUC__)
+#define ORT_EXPORT __attribute__((visibility("default")))
+#else
 #define ORT_EXPORT
+#endif
 #define ORT_MUST_USE_RESULT
 #define ORTCHAR_T char
 #define ORT_TSTR(X) X
