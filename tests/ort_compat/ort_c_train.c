@@ -354,6 +354,26 @@ static bool errors(const char* artifacts, const char* out) {
     ++g_failures;
   }
   allocator->Free(allocator, property);
+  {
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    size_t rank = 0;
+    int64_t dims[1] = {0};
+    ORT_TRY(g_ort_training->GetParameterTypeAndShape(state, "net.5.bias", &info));
+    ORT_TRY(g_ort->GetTensorElementType(info, &type));
+    ORT_TRY(g_ort->GetDimensionsCount(info, &rank));
+    ORT_TRY(g_ort->GetDimensions(info, dims, 1));
+    g_ort->ReleaseTensorTypeAndShapeInfo(info);
+    if (type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || rank != 1 || dims[0] != 10) {
+      fprintf(stderr, "FAIL: GetParameterTypeAndShape of net.5.bias is type %d rank %zu dim %lld\n", (int)type, rank,
+              (long long)dims[0]);
+      ++g_failures;
+    }
+    expect_error(g_ort_training->GetParameterTypeAndShape(state, "no_such_parameter", &info), ORT_INVALID_ARGUMENT,
+                 "no_such_parameter", "GetParameterTypeAndShape of an unknown name");
+  }
+  expect_error(g_ort_training->TrainingSessionGetTrainingModelInputName(session, 2, allocator, (char**)&property),
+               ORT_INVALID_ARGUMENT, "index 2 is out of range", "an input name past the end");
   expect_error(g_ort_training->GetParameter(state, "no_such_parameter", allocator, &bias), ORT_INVALID_ARGUMENT,
                "no_such_parameter", "GetParameter of an unknown name");
   ORT_TRY(g_ort->CreateTensorWithDataAsOrtValue(memory, wrong_bias, sizeof wrong_bias, bias_shape, 1,
