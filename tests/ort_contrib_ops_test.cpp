@@ -148,7 +148,8 @@ std::vector<ContribRow> ConcatSplitRows() {
   const Tensor top = RandomTensor({1, 3}, 13);
   std::vector<double> stacked = top.ToDoubleVector();
   stacked.insert(stacked.end(), av.begin(), av.end());
-  rows.push_back({"ConcatTraining_Axis0", {"ConcatTraining", kMs, {top, a}, {{"axis", Attribute::Int(0)}}, {true, true}},
+  rows.push_back({"ConcatTraining_Axis0",
+                  {"ConcatTraining", kMs, {top, a}, {{"axis", Attribute::Int(0)}}, {true, true}},
                   [=] { return std::vector<Tensor>{Doubles(stacked, {3, 3}), Ints({1, 2})}; }});
   // SplitTraining is ConcatTraining's gradient: it cuts dY back into the inputs' lengths.
   rows.push_back({"SplitTraining_Lengths",
@@ -164,7 +165,10 @@ std::vector<ContribRow> ConcatSplitRows() {
   const Tensor dy = RandomTensor({2, 6}, 14);
   rows.push_back({"SplitTraining_IsConcatTrainingGradient",
                   {"SplitTraining", kMs, {dy, Ints({3, 1, 2})}, {{"axis", Attribute::Int(1)}}, {true, true, true}},
-                  [=] { return std::vector<Tensor>{Vjp(concat_last, 0, dy), Vjp(concat_last, 1, dy), Vjp(concat_last, 2, dy)}; }});
+                  [=] {
+                    return std::vector<Tensor>{Vjp(concat_last, 0, dy), Vjp(concat_last, 1, dy),
+                                               Vjp(concat_last, 2, dy)};
+                  }});
   return rows;
 }
 
@@ -188,7 +192,9 @@ std::vector<ContribRow> NormalizationRows() {
                   {"SimplifiedLayerNormalization",
                    "",
                    {x, scale12},
-                   {{"axis", Attribute::Int(1)}, {"epsilon", Attribute::Float(0.01f)}, {"stash_type", Attribute::Int(11)}},
+                   {{"axis", Attribute::Int(1)},
+                    {"epsilon", Attribute::Float(0.01f)},
+                    {"stash_type", Attribute::Int(11)}},
                    {true, true}},
                   [=] {
                     std::vector<Tensor> r =

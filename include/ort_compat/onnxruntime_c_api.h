@@ -113,7 +113,11 @@ typedef enum GraphOptimizationLevel {
 
 typedef enum ExecutionMode { ORT_SEQUENTIAL = 0, ORT_PARALLEL = 1 } ExecutionMode;
 
-typedef enum OrtAllocatorType { OrtInvalidAllocator = -1, OrtDeviceAllocator = 0, OrtArenaAllocator = 1 } OrtAllocatorType;
+typedef enum OrtAllocatorType {
+  OrtInvalidAllocator = -1,
+  OrtDeviceAllocator = 0,
+  OrtArenaAllocator = 1
+} OrtAllocatorType;
 
 typedef enum OrtMemType {
   OrtMemTypeCPUInput = -2,
@@ -155,9 +159,10 @@ struct OrtApi {
                                                 OrtSessionOptions** out_options)NO_EXCEPTION;
   OrtStatus*(ORT_API_CALL* SetIntraOpNumThreads)(OrtSessionOptions* options, int intra_op_num_threads)NO_EXCEPTION;
   OrtStatus*(ORT_API_CALL* SetInterOpNumThreads)(OrtSessionOptions* options, int inter_op_num_threads)NO_EXCEPTION;
-  OrtStatus*(ORT_API_CALL* SetSessionGraphOptimizationLevel)(OrtSessionOptions* options,
-                                                             GraphOptimizationLevel graph_optimization_level)NO_EXCEPTION;
-  OrtStatus*(ORT_API_CALL* SetSessionExecutionMode)(OrtSessionOptions* options, ExecutionMode execution_mode)NO_EXCEPTION;
+  OrtStatus*(ORT_API_CALL* SetSessionGraphOptimizationLevel)(
+      OrtSessionOptions* options, GraphOptimizationLevel graph_optimization_level)NO_EXCEPTION;
+  OrtStatus*(ORT_API_CALL* SetSessionExecutionMode)(OrtSessionOptions* options,
+                                                    ExecutionMode execution_mode)NO_EXCEPTION;
   OrtStatus*(ORT_API_CALL* SetSessionLogId)(OrtSessionOptions* options, const char* logid)NO_EXCEPTION;
   OrtStatus*(ORT_API_CALL* SetSessionLogSeverityLevel)(OrtSessionOptions* options,
                                                        int session_log_severity_level)NO_EXCEPTION;

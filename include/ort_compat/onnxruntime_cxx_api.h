@@ -314,7 +314,8 @@ class Value : public detail::Base<OrtValue> {
   static Value CreateTensor(const OrtMemoryInfo* info, void* p_data, size_t p_data_byte_count, const int64_t* shape,
                             size_t shape_len, ONNXTensorElementDataType type) {
     OrtValue* out;
-    ThrowOnError(GetApi().CreateTensorWithDataAsOrtValue(info, p_data, p_data_byte_count, shape, shape_len, type, &out));
+    ThrowOnError(
+        GetApi().CreateTensorWithDataAsOrtValue(info, p_data, p_data_byte_count, shape, shape_len, type, &out));
     return Value(out);
   }
   // A tensor owning new memory.

@@ -49,7 +49,8 @@ class CheckpointState : public detail::Base<OrtCheckpointState> {
   static void SaveCheckpoint(const CheckpointState& checkpoint_state,
                              const std::basic_string<ORTCHAR_T>& path_to_checkpoint,
                              const bool include_optimizer_state = false) {
-    ThrowOnError(GetTrainingApi().SaveCheckpoint(checkpoint_state, path_to_checkpoint.c_str(), include_optimizer_state));
+    ThrowOnError(
+        GetTrainingApi().SaveCheckpoint(checkpoint_state, path_to_checkpoint.c_str(), include_optimizer_state));
   }
 
   void AddProperty(const std::string& property_name, const Property& property_value) {
@@ -182,8 +183,9 @@ class TrainingSession : public detail::Base<OrtTrainingSession> {
     ThrowOnError(GetTrainingApi().GetParametersSize(p_, &all_size, false));
     const size_t count = buffer.GetTensorTypeAndShapeInfo().GetElementCount();
     if (count != trainable_size && count != all_size)
-      throw Exception("FromBuffer: the buffer has " + std::to_string(count) + " elements; the trainable parameters have " +
-                          std::to_string(trainable_size) + " and all parameters " + std::to_string(all_size),
+      throw Exception("FromBuffer: the buffer has " + std::to_string(count) +
+                          " elements; the trainable parameters have " + std::to_string(trainable_size) +
+                          " and all parameters " + std::to_string(all_size),
                       ORT_INVALID_ARGUMENT);
     ThrowOnError(GetTrainingApi().CopyBufferToParameters(p_, buffer, count == trainable_size));
   }

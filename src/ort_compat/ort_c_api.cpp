@@ -173,9 +173,10 @@ char* CopyString(OrtAllocator* allocator, const std::string& text, const char* f
   return out;
 }
 
-std::string NameAt(const std::vector<std::string>& names, size_t index, const char* function, const char* what) {
+std::string NameAt(const std::vector<std::string>& names, size_t index, const char* function, const char* model,
+                   const char* kind) {
   ET_CHECK(index < names.size(), ErrorCode::kInvalidArgument, function, ": index ", index, " is out of range (the ",
-           what, " has ", names.size(), ")");
+           model, " has ", names.size(), " ", kind, ")");
   return names[index];
 }
 
@@ -377,13 +378,13 @@ OrtStatus* SessionGetOutputCount(const OrtSession* session, size_t* out) noexcep
 OrtStatus* SessionGetInputName(const OrtSession* session, size_t index, OrtAllocator* allocator,
                                char** value) noexcept {
   return ORT_GUARD(*REQUIRE(value) = CopyString(
-                       allocator, NameAt(SessionInputNames(*REQUIRE(session)), index, function, "model's inputs"),
+                       allocator, NameAt(SessionInputNames(*REQUIRE(session)), index, function, "model", "inputs"),
                        function));
 }
 OrtStatus* SessionGetOutputName(const OrtSession* session, size_t index, OrtAllocator* allocator,
                                 char** value) noexcept {
   return ORT_GUARD(*REQUIRE(value) = CopyString(
-                       allocator, NameAt(REQUIRE(session)->session.OutputNames(), index, function, "model's outputs"),
+                       allocator, NameAt(REQUIRE(session)->session.OutputNames(), index, function, "model", "outputs"),
                        function));
 }
 OrtStatus* SessionGetInputTypeInfo(const OrtSession* session, size_t index, OrtTypeInfo** type_info) noexcept {
@@ -678,29 +679,31 @@ OrtStatus* TrainingSessionGetEvalModelInputCount(const OrtTrainingSession* sess,
 }
 OrtStatus* TrainingSessionGetTrainingModelOutputName(const OrtTrainingSession* sess, size_t index,
                                                      OrtAllocator* allocator, char** output) noexcept {
-  return ORT_GUARD(*REQUIRE(output) = CopyString(
-                       allocator,
-                       NameAt(REQUIRE(sess)->session.TrainingOutputNames(), index, function, "training model's outputs"),
-                       function));
+  return ORT_GUARD({
+    const std::vector<std::string> names = REQUIRE(sess)->session.TrainingOutputNames();
+    *REQUIRE(output) = CopyString(allocator, NameAt(names, index, function, "training model", "outputs"), function);
+  });
 }
 OrtStatus* TrainingSessionGetEvalModelOutputName(const OrtTrainingSession* sess, size_t index,
                                                  OrtAllocator* allocator, char** output) noexcept {
-  return ORT_GUARD(*REQUIRE(output) = CopyString(
-                       allocator, NameAt(REQUIRE(sess)->session.EvalOutputNames(), index, function, "eval model's outputs"),
-                       function));
+  return ORT_GUARD({
+    const std::vector<std::string> names = REQUIRE(sess)->session.EvalOutputNames();
+    *REQUIRE(output) = CopyString(allocator, NameAt(names, index, function, "eval model", "outputs"), function);
+  });
 }
 OrtStatus* TrainingSessionGetTrainingModelInputName(const OrtTrainingSession* sess, size_t index,
                                                     OrtAllocator* allocator, char** output) noexcept {
-  return ORT_GUARD(*REQUIRE(output) = CopyString(
-                       allocator,
-                       NameAt(REQUIRE(sess)->session.TrainingInputNames(), index, function, "training model's inputs"),
-                       function));
+  return ORT_GUARD({
+    const std::vector<std::string> names = REQUIRE(sess)->session.TrainingInputNames();
+    *REQUIRE(output) = CopyString(allocator, NameAt(names, index, function, "training model", "inputs"), function);
+  });
 }
 OrtStatus* TrainingSessionGetEvalModelInputName(const OrtTrainingSession* sess, size_t index,
                                                 OrtAllocator* allocator, char** output) noexcept {
-  return ORT_GUARD(*REQUIRE(output) = CopyString(
-                       allocator, NameAt(REQUIRE(sess)->session.EvalInputNames(), index, function, "eval model's inputs"),
-                       function));
+  return ORT_GUARD({
+    const std::vector<std::string> names = REQUIRE(sess)->session.EvalInputNames();
+    *REQUIRE(output) = CopyString(allocator, NameAt(names, index, function, "eval model", "inputs"), function);
+  });
 }
 
 OrtStatus* LazyResetGrad(OrtTrainingSession* session) noexcept {

@@ -168,7 +168,8 @@ void CheckErrors(const Ort::Env& env, const Ort::SessionOptions& options, const 
   Ort::MemoryInfo memory = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
   std::vector<float> pixels(2 * kPixels, 0.5f);
   std::vector<int64_t> labels = {3, 7};
-  const int64_t wrong_shape[] = {2, 1, kColumns, kRows - 1}, image_shape[] = {2, 1, kRows, kColumns}, label_shape[] = {2};
+  const int64_t wrong_shape[] = {2, 1, kColumns, kRows - 1}, image_shape[] = {2, 1, kRows, kColumns};
+  const int64_t label_shape[] = {2};
   std::vector<Ort::Value> wrong;
   wrong.push_back(Ort::Value::CreateTensor<float>(memory, pixels.data(), 2 * kColumns * (kRows - 1), wrong_shape, 4));
   wrong.push_back(Ort::Value::CreateTensor<int64_t>(memory, labels.data(), 2, label_shape, 1));
@@ -243,7 +244,8 @@ int Run(int argc, char** argv) {
     Ort::CheckpointState::SaveCheckpoint(state, out + "/checkpoint", true);
     std::printf("epoch %lld: train loss %.4f, lr %.3g; test loss %.4f, test accuracy %.2f%% (%lld/%lld)\n",
                 static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(steps_per_epoch),
-                session.GetLearningRate(), test_loss, 100.0 * static_cast<double>(correct) / static_cast<double>(test.count),
+                session.GetLearningRate(), test_loss,
+                100.0 * static_cast<double>(correct) / static_cast<double>(test.count),
                 static_cast<long long>(correct), static_cast<long long>(test.count));
   }
 
