@@ -46,12 +46,13 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
     "${npm_packages[@]}" >/dev/null
 fi
 
-# PyPI peer: ONNX Runtime's native training build (its last release), trained on its own artifacts by bench/zoo.py.
+# Peer from PyPI: ONNX Runtime 1.19.2's native training build, the oracle of the Python API tests and bench/zoo.py's
+# peer. A venv over Debian's Python, so that it sees Debian's onnx, numpy and torch.
 ort_venv="$peers/venv-ort-training"
-if ! "$ort_venv/bin/python" -c "import onnxruntime.training" 2>/dev/null; then
+if ! ls -d "$ort_venv"/lib/python3*/site-packages/onnxruntime_training_cpu-1.19.2.dist-info >/dev/null 2>&1; then
   mkdir -p "$peers"
   /usr/bin/python3 -m venv --system-site-packages "$ort_venv"
-  "$ort_venv/bin/pip" install -q onnxruntime-training-cpu==1.19.2
+  "$ort_venv/bin/pip" install -q --disable-pip-version-check onnxruntime-training-cpu==1.19.2
 fi
 
 # ccache keeps rebuilds of an unchanged file cheap, also across clones (paths below the parent are relative).

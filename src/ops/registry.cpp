@@ -7,6 +7,10 @@
 
 namespace edgetrain {
 
+// ort_contrib.cpp: ORT's contrib ops of optimized training graphs (Gelu family, ConcatTraining, Skip/Simplified LN,
+// BiasDropout).
+void RegisterOrtContribOps(OpRegistry& r);
+
 OpKernelEntry& OpRegistry::Register(OpKernelEntry entry) { return entries_.emplace_back(std::move(entry)); }
 
 void OpRegistry::SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule) {
@@ -59,6 +63,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterOrtGradientOps(r);
     RegisterOrtFusedOps(r);
     RegisterRecurrentOps(r);
+    RegisterOrtContribOps(r);
     return r;
   }();
   return registry;
