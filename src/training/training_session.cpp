@@ -681,6 +681,13 @@ std::vector<std::string> TrainingSession::TrainingInputNames() const { return im
 std::vector<std::string> TrainingSession::TrainingOutputNames() const { return impl_->train_outputs; }
 std::vector<std::string> TrainingSession::EvalInputNames() const { return impl_->eval_inputs; }
 std::vector<std::string> TrainingSession::EvalOutputNames() const { return impl_->eval_outputs; }
+
+Tensor TrainingSession::GetGradient(const std::string& parameter) const {
+  auto it = impl_->gradients.find(parameter);
+  ET_CHECK(it != impl_->gradients.end(), ErrorCode::kInvalidArgument, "GetGradient: '", parameter,
+           "' is not a trainable parameter of the training model");
+  return it->second.Clone();
+}
 namespace {
 
 std::vector<ValueInfo> InfosOf(const Session& session, const std::vector<std::string>& names) {
