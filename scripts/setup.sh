@@ -16,6 +16,7 @@ packages=(
   python3-torch python3-onnx python3-numpy          # oracle: PyTorch parity
   libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
+  python3-venv                                      # the venv of the ONNX Runtime training oracle (below)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +44,15 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
   mkdir -p "$peers"
   ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
     "${npm_packages[@]}" >/dev/null
+fi
+
+# Peer from PyPI: ONNX Runtime 1.19.2's training package, the oracle of the Python API tests (onnxruntime.training
+# scripts run on it and on edgetrain). A venv over Debian's Python, so that it sees Debian's onnx and numpy.
+ort_venv="$peers/venv-ort-training"
+if ! ls -d "$ort_venv"/lib/python3*/site-packages/onnxruntime_training_cpu-1.19.2.dist-info >/dev/null 2>&1; then
+  mkdir -p "$peers"
+  /usr/bin/python3 -m venv --system-site-packages "$ort_venv"
+  "$ort_venv/bin/pip" install -q --disable-pip-version-check onnxruntime-training-cpu==1.19.2
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

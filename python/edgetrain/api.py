@@ -104,6 +104,9 @@ class Parameters(_NamedValues):
     def __getitem__(self, name):
         if name not in self:
             self._raise_unknown(name, self._state.get_parameter)
+        if self._state.is_nominal:  # as ORT: a nominal state's parameters are not there to read
+            raise InvalidArgument(f"Cannot get parameter '{name}' from a nominal state: load the parameter values "
+                                  "first (Module.copy_buffer_to_parameters(buffer, trainable_only=False))")
         return Parameter(self._owner, name)
 
     def __setitem__(self, name, value):

@@ -103,6 +103,9 @@ def generate_artifacts(
         raise NotImplementedError(f"custom_op_library '{custom_op_library}': edgetrain cannot load ONNX Runtime "
                                   "custom operator libraries (their kernels are built against ORT); implement the "
                                   "operator in edgetrain (src/ops) instead")
+    if ort_format:
+        raise NotImplementedError("ort_format: edgetrain writes .onnx artifacts (which it loads on device); it "
+                                  "cannot write ONNX Runtime's .ort format yet")
     loaded_model, model_path = _load_model(model)
     loss_block = _loss_block(loss)
     if additional_output_names is not None and not isinstance(additional_output_names, list):
@@ -141,9 +144,6 @@ def generate_artifacts(
         path = directory / f"{prefix}{key}.onnx"
         onnx.save(model_proto, path)
         paths[key] = str(path)
-        if ort_format:
-            from . import _ort_format
-            paths[f"{key}_ort"] = _ort_format.save(model_proto, path.with_suffix(".ort"))
 
     save_model("training_model", training_model)
     save_model("eval_model", eval_model)

@@ -521,6 +521,7 @@ PYBIND11_MODULE(_edgetrain, m) {
           py::arg("data"))
       .def_static("save", &CheckpointState::Save, py::arg("state"), py::arg("path"),
                   py::arg("include_optimizer_state") = false, py::arg("external_data") = false)
+      .def_property_readonly("is_nominal", &CheckpointState::is_nominal)
       .def("parameter_names", &CheckpointState::ParameterNames)
       .def("is_trainable", &CheckpointState::IsTrainable)
       .def("get_parameter",

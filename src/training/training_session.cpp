@@ -643,6 +643,7 @@ void CheckFlatBuffer(const Tensor& buffer, size_t expected, const char* what) {
 
 void TrainingSession::CopyParametersToBuffer(Tensor& buffer, bool trainable_only) const {
   const Impl& s = *impl_;
+  s.CheckMaterialized("CopyParametersToBuffer");
   CheckFlatBuffer(buffer, GetParametersSize(trainable_only), "CopyParametersToBuffer");
   float* out = buffer.data<float>();
   for (const std::string& name : s.FlatParameters(trainable_only)) {

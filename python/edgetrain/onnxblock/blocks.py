@@ -22,8 +22,10 @@ _names = itertools.count()
 
 
 def generate_graph_name(token):
-    """A name no other value of the graph has: ``onnx::<token>::<n>``, as ORT's."""
-    return f"onnx::{token}::{next(_names)}"
+    """A fresh name ``onnx::<token>::<n>``, as ORT's (n counts within one base model, so that building the
+    same model twice gives the same names)."""
+    counter = model_accessor._GLOBAL_ACCESSOR.names if model_accessor._GLOBAL_ACCESSOR is not None else _names
+    return f"onnx::{token}::{next(counter)}"
 
 
 def _model():

@@ -2,6 +2,8 @@
 
 import contextlib
 import copy
+import itertools
+import os
 
 import onnx
 
@@ -14,6 +16,7 @@ class ModelAccessor:
     def __init__(self, model, model_path=None):
         self._model = model
         self._path = model_path
+        self.names = itertools.count()  # for blocks.generate_graph_name
 
     @property
     def model(self):
@@ -50,13 +53,28 @@ def _accessing(model, model_path=None):
         _GLOBAL_ACCESSOR = None
 
 
+def _internalized(model, model_path):
+    """The model with the data of its external-data tensors inside (read from beside ``model_path``)."""
+    from onnx import external_data_helper
+    for tensor in external_data_helper._get_all_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        if not tensor.HasField("raw_data"):
+            if model_path is None:
+                raise RuntimeError(f"tensor '{tensor.name}' keeps its data in an external file: pass the model's path")
+            external_data_helper.load_external_data_for_tensor(tensor, os.path.dirname(os.fspath(model_path)))
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        del tensor.external_data[:]
+    return model
+
+
 @contextlib.contextmanager
 def base(model, model_path=None):
     """Blocks called within build on a copy of ``model`` (``accessor.model`` is the result)."""
     if model is None:
         raise RuntimeError("Base onnx model cannot be None. Please use onnxblock.empty_base if you would like to "
                            "build a model from scratch.")
-    with _accessing(copy.deepcopy(model), model_path) as accessor:
+    with _accessing(_internalized(copy.deepcopy(model), model_path), model_path) as accessor:
         yield accessor
 
 
