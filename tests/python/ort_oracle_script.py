@@ -13,7 +13,12 @@ from onnx import TensorProto, helper, numpy_helper
 if sys.argv[1] == "ort":
     from onnxruntime.training import artifacts, onnxblock
     from onnxruntime import SessionOptions
-    from onnxruntime.training.api import CheckpointState, LinearLRScheduler, Module, Optimizer
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    from onnxruntime.training.api import LinearLRScheduler as _OrtLinearLRScheduler
+
+    def LinearLRScheduler(optimizer, warmup_step_count, total_step_count, initial_lr):  # noqa: N802
+        # ORT 1.19.2's binding swaps the two counts against its documentation (which edgetrain follows)
+        return _OrtLinearLRScheduler(optimizer, total_step_count, warmup_step_count, initial_lr)
 else:
     from types import SimpleNamespace as SessionOptions
 
