@@ -7,7 +7,7 @@ import pathlib
 
 import onnx
 
-from . import onnxblock
+from . import _edgetrain, onnxblock
 
 
 class LossType(enum.Enum):
@@ -103,9 +103,6 @@ def generate_artifacts(
         raise NotImplementedError(f"custom_op_library '{custom_op_library}': edgetrain cannot load ONNX Runtime "
                                   "custom operator libraries (their kernels are built against ORT); implement the "
                                   "operator in edgetrain (src/ops) instead")
-    if ort_format:
-        raise NotImplementedError("ort_format: edgetrain writes .onnx artifacts (which it loads on device); it "
-                                  "cannot write ONNX Runtime's .ort format yet")
     loaded_model, model_path = _load_model(model)
     loss_block = _loss_block(loss)
     if additional_output_names is not None and not isinstance(additional_output_names, list):
@@ -144,6 +141,10 @@ def generate_artifacts(
         path = directory / f"{prefix}{key}.onnx"
         onnx.save(model_proto, path)
         paths[key] = str(path)
+        if ort_format:  # as ORT: the .ort model beside the .onnx one
+            ort_path = path.with_suffix(".ort")
+            ort_path.write_bytes(_edgetrain.onnx_to_ort_format(model_proto.SerializeToString(), str(ort_path)))
+            paths[f"{key}_ort"] = str(ort_path)
 
     save_model("training_model", training_model)
     save_model("eval_model", eval_model)

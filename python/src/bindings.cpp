@@ -21,6 +21,7 @@
 #include "autodiff/optimizers.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "onnx/ort_format.hpp"
 
 namespace py = pybind11;
 
@@ -505,6 +506,12 @@ PYBIND11_MODULE(_edgetrain, m) {
   m.def("generate_artifacts", &GenerateArtifactsForPython, py::arg("model_path"), py::arg("out_dir"),
         py::arg("options"), py::arg("nominal_checkpoint") = false);
   m.def("model_output_names", &ModelOutputNames, py::arg("model_path"));
+  m.def(
+      "onnx_to_ort_format",
+      [](const py::bytes& model, const std::string& source) {
+        return py::bytes(ConvertOnnxToOrtFormat(std::string(model), source));
+      },
+      py::arg("model"), py::arg("source"));
   m.def("optimizer_model", &OptimizerModelBytes, py::arg("spec"), py::arg("parameters"));
   m.def("save_parameters", &SaveParameters, py::arg("trainable"), py::arg("frozen"), py::arg("path"),
         py::arg("nominal") = false);

@@ -78,6 +78,36 @@ def test_prefix_nominal_checkpoint_and_no_optimizer(tmp_path, monkeypatch):
     np.testing.assert_array_equal(module(images, labels), reference(images, labels))
 
 
+def test_ort_format_writes_ort_models_that_train_the_same(tmp_path):
+    common = dict(requires_grad=MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                  optimizer=artifacts.OptimType.AdamW, additional_output_names=["output"])
+    onnx_paths = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "onnx", **common)
+    ort_paths = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "ort", ort_format=True, **common)
+    assert sorted(os.listdir(tmp_path / "ort")) == ["checkpoint", "eval_model.onnx", "eval_model.ort",
+                                                    "optimizer_model.onnx", "optimizer_model.ort",
+                                                    "training_model.onnx", "training_model.ort"]
+    for key in ("training_model", "eval_model", "optimizer_model"):
+        with open(ort_paths[f"{key}_ort"], "rb") as file:
+            assert file.read(8)[4:] == b"ORTM"  # ORT's flatbuffer file identifier
+    images = np.random.default_rng(2).random((8, 1, 28, 28), np.float32)
+    labels = np.arange(8, dtype=np.int64)
+
+    def train(paths, suffix):
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training_model" + suffix], state, paths["eval_model" + suffix])
+        optimizer = Optimizer(paths["optimizer_model" + suffix], module)
+        losses = []
+        for _ in range(3):
+            losses.append(module(images, labels)[0])
+            optimizer.step()
+            module.lazy_reset_grad()
+        module.eval()
+        return losses, module(images, labels)[1], module.get_contiguous_parameters()
+
+    for mine, reference in zip(train(ort_paths, "_ort"), train(onnx_paths, "")):
+        np.testing.assert_array_equal(mine, reference)
+
+
 def test_requires_grad_frozen_params_and_additional_outputs(tmp_path):
     paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), requires_grad=["weight"], frozen_params=["bias"],
                                          loss=artifacts.LossType.MSELoss, optimizer=artifacts.OptimType.SGD,

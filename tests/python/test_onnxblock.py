@@ -248,3 +248,57 @@ def test_models_with_external_data(tmp_path, one_file):
     with pytest.raises(RuntimeError, match="^tensor 'net.1.weight' keeps its data in an external file: pass the "
                                            "model's path$"):
         artifacts.generate_artifacts(model, MLP_PARAMETERS, artifact_directory=tmp_path / "no_path")
+
+
+class EveryBlock(onnxblock.TrainingBlock):
+    """The loss is sum(y); every other block's output is returned after it."""
+
+    def build(self, y):
+        b = onnxblock.blocks
+        self.names = {
+            "div": b.Div()(y, b.Constant(2.0)()), "neg": b.Neg()(y), "abs": b.Abs()(y), "sigmoid": b.Sigmoid()(y),
+            "log": b.Log()(b.Abs()(y)), "pow": b.Pow(3.0)(y), "sub": b.Sub()(y, b.Constant(1.0)()),
+            "mean": b.ReduceMean(keepdims=True)(y), "clip": b.Clip(-0.5, 0.5)(y),
+            "cast": b.Cast(TensorProto.DOUBLE)(y), "l2": b.ReduceAllL2()(y, y),
+            "clip_scale": onnxblock.optim.ClipGradNorm(0.1)(y), "mul_add": b.Add()(b.Mul()(y, y), y),
+        }
+        return (b.ReduceSum(keepdims=False)(y), *self.names.values())
+
+
+def test_every_building_block_computes_onnx_semantics(tmp_path):
+    block = EveryBlock()
+    with onnxblock.base(linear_model(WEIGHT, BIAS)):
+        block("y")
+    training, evaluation = block.to_model_proto()
+    onnx.save(training, tmp_path / "training.onnx")
+    onnx.save(evaluation, tmp_path / "eval.onnx")
+    onnxblock.save_checkpoint(block.parameters(), tmp_path / "checkpoint")
+    module = Module(str(tmp_path / "training.onnx"), CheckpointState.load_checkpoint(tmp_path / "checkpoint"),
+                    str(tmp_path / "eval.onnx"))
+    module.eval()
+    loss, *values = module(X)
+    y = X @ WEIGHT + BIAS
+    np.testing.assert_allclose(loss, y.sum(), rtol=1e-5)
+    expected = {"div": y / 2, "neg": -y, "abs": np.abs(y), "sigmoid": 1 / (1 + np.exp(-y)), "log": np.log(np.abs(y)),
+                "pow": y ** 3, "sub": y - 1, "mean": y.mean(keepdims=True), "clip": np.clip(y, -0.5, 0.5),
+                "cast": y.astype(np.float64), "l2": np.sqrt(2 * (y ** 2).sum()),
+                "clip_scale": min(1, 0.1 / (np.sqrt((y ** 2).sum()) + 1e-6)), "mul_add": y * y + y}
+    assert list(block.names) == list(expected)
+    for (name, value), got in zip(expected.items(), values):
+        assert got.dtype == np.asarray(value).dtype or name != "cast", name
+        np.testing.assert_allclose(got, value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_sequence_and_label_encoder_blocks_build_their_nodes():
+    with onnxblock.base(linear_model(WEIGHT, BIAS)) as accessor:
+        sequence = onnxblock.blocks.SequenceConstruct()("y", "x")
+        encoded = onnxblock.blocks.LabelEncoder(keys_int64s=[1, 2], values_int64s=[10, 20])(
+            onnxblock.blocks.Cast(TensorProto.INT64)("y"))
+        model = accessor.model
+    node = next(n for n in model.graph.node if n.output[0] == sequence)
+    assert node.op_type == "SequenceConstruct" and list(node.input) == ["y", "x"]
+    node = next(n for n in model.graph.node if n.output[0] == encoded)
+    assert (node.domain, node.op_type) == ("ai.onnx.ml", "LabelEncoder")
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["keys_int64s"] == [1, 2] and attributes["values_int64s"] == [10, 20]
+    assert ("ai.onnx.ml", 2) in [(o.domain, o.version) for o in model.opset_import]
