@@ -302,3 +302,19 @@ def test_sequence_and_label_encoder_blocks_build_their_nodes():
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     assert attributes["keys_int64s"] == [1, 2] and attributes["values_int64s"] == [10, 20]
     assert ("ai.onnx.ml", 2) in [(o.domain, o.version) for o in model.opset_import]
+
+
+def test_api_submodules_and_defaults_as_ort():
+    from edgetrain import api
+    from edgetrain.api.checkpoint_state import CheckpointState as state_class, Parameter, Parameters, Properties
+    from edgetrain.api.lr_scheduler import LinearLRScheduler
+    from edgetrain.api.module import Module as module_class
+    from edgetrain.api.optimizer import Optimizer as optimizer_class
+    assert (state_class, module_class, optimizer_class, LinearLRScheduler) == (
+        api.CheckpointState, api.Module, api.Optimizer, api.LinearLRScheduler)
+    assert (Parameter, Parameters, Properties) == (api.Parameter, api.Parameters, api.Properties)
+    import inspect
+    assert inspect.signature(api.Module.get_parameters_size).parameters["trainable_only"].default is True
+    assert inspect.signature(api.Module.get_contiguous_parameters).parameters["trainable_only"].default is False
+    assert [p.default for p in inspect.signature(artifacts.generate_artifacts).parameters.values()][1:] == [
+        None, None, None, None, None, "", False, None, None, False, None]

@@ -283,9 +283,6 @@ class Clip(Block):
 class PassThrough(Block):
     """Its inputs, unchanged (one name, or a tuple of them)."""
 
-    def __init__(self, **unused):
-        super().__init__()
-
     def build(self, *input_names):
         return input_names[0] if len(input_names) == 1 else input_names
 

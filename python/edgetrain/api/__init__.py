@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 
-from . import _edgetrain
-from ._edgetrain import InvalidArgument
+from .. import _edgetrain
+from .._edgetrain import InvalidArgument
 
 
 def _model_argument(uri):
@@ -224,7 +224,7 @@ class Module:
         """The next train step overwrites the gradients instead of adding to them."""
         self._session.lazy_reset_grad()
 
-    def get_parameters_size(self, trainable_only=False):
+    def get_parameters_size(self, trainable_only=True):
         return self._session.get_parameters_size(trainable_only)
 
     def get_contiguous_parameters(self, trainable_only=False):
