@@ -106,6 +106,9 @@ def test_ort_format_writes_ort_models_that_train_the_same(tmp_path):
 
     for mine, reference in zip(train(ort_paths, "_ort"), train(onnx_paths, "")):
         np.testing.assert_array_equal(mine, reference)
+    with pytest.raises(edgetrain.InvalidModel) as raised:
+        edgetrain._edgetrain.onnx_to_ort_format(b"not a model", "model.ort")
+    assert str(raised.value) == "'model.ort' is not a valid ONNX model"
 
 
 def test_requires_grad_frozen_params_and_additional_outputs(tmp_path):
