@@ -31,13 +31,24 @@ class OptimType(enum.Enum):
     Adam = 3
 
 
+def _external_data_layout(model):
+    """None, or "one_file" / "per_tensor": how the model's initializers keep their data outside the file."""
+    locations = {entry.value for tensor in model.graph.initializer if tensor.data_location == onnx.TensorProto.EXTERNAL
+                 for entry in tensor.external_data if entry.key == "location"}
+    external = sum(tensor.data_location == onnx.TensorProto.EXTERNAL for tensor in model.graph.initializer)
+    if not locations:
+        return None
+    return "one_file" if len(locations) == 1 and external > 1 else "per_tensor"
+
+
 def _load_model(model):
     if isinstance(model, (str, os.PathLike)):
-        return onnx.load(os.fspath(model)), os.fspath(model)  # external data (one file or per tensor) read too
+        layout = _external_data_layout(onnx.load(os.fspath(model), load_external_data=False))
+        return onnx.load(os.fspath(model)), os.fspath(model), layout  # external data read too
     if isinstance(model, bytes):
-        return onnx.load_from_string(model), None
+        return onnx.load_from_string(model), None, None
     if isinstance(model, onnx.ModelProto):
-        return model, None
+        return model, None, None
     raise RuntimeError("Please pass in either a string or an ONNX ModelProto for the model.")
 
 
@@ -80,7 +91,8 @@ def generate_artifacts(
 
     Args, as ORT's:
         model: the forward model: an ``onnx.ModelProto``, or the path of an ONNX file (its external data,
-            in one file or one per tensor, is read too); edgetrain also takes the model's bytes.
+            in one file or one per tensor, is read, and the training and eval models keep their constant
+            weights the same way); edgetrain also takes the model's bytes.
         requires_grad: names of the parameters that train. As in ORT, none trains unless listed.
         frozen_params: names of parameters that do not train but are kept in the checkpoint. Initializers in
             neither list stay constants of the graphs.
@@ -103,7 +115,7 @@ def generate_artifacts(
         raise NotImplementedError(f"custom_op_library '{custom_op_library}': edgetrain cannot load ONNX Runtime "
                                   "custom operator libraries (their kernels are built against ORT); implement the "
                                   "operator in edgetrain (src/ops) instead")
-    loaded_model, model_path = _load_model(model)
+    loaded_model, model_path, external_layout = _load_model(model)
     loss_block = _loss_block(loss)
     if additional_output_names is not None and not isinstance(additional_output_names, list):
         raise RuntimeError(f"Unknown type provided for additional output names {type(additional_output_names)}. "
@@ -139,12 +151,17 @@ def generate_artifacts(
 
     def save_model(key, model_proto):
         path = directory / f"{prefix}{key}.onnx"
-        onnx.save(model_proto, path)
-        paths[key] = str(path)
         if ort_format:  # as ORT: the .ort model beside the .onnx one
             ort_path = path.with_suffix(".ort")
             ort_path.write_bytes(_edgetrain.onnx_to_ort_format(model_proto.SerializeToString(), str(ort_path)))
             paths[f"{key}_ort"] = str(ort_path)
+        if external_layout is None or key == "optimizer_model":
+            onnx.save(model_proto, str(path))
+        else:  # as the base model kept its weights: in one file beside the model, or one file per tensor
+            one_file = external_layout == "one_file"
+            onnx.save(model_proto, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+                      location=f"{path.name}.data" if one_file else None)
+        paths[key] = str(path)
 
     save_model("training_model", training_model)
     save_model("eval_model", eval_model)

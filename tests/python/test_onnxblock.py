@@ -229,7 +229,7 @@ def test_nominal_state_reads_raise_until_parameters_are_loaded(tmp_path):
 
 
 @pytest.mark.parametrize("one_file", [True, False])
-def test_models_with_external_data(tmp_path, one_file):
+def test_models_with_external_data_in_and_out(tmp_path, one_file):
     model = onnx.load(MLP)
     for index, tensor in enumerate(model.graph.initializer):  # external data needs raw_data
         model.graph.initializer[index].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor), tensor.name))
@@ -237,13 +237,29 @@ def test_models_with_external_data(tmp_path, one_file):
     onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
                     location="weights.bin" if one_file else None, size_threshold=0)
     assert len(os.listdir(tmp_path)) == (2 if one_file else 1 + len(MLP_PARAMETERS))
-    external = artifacts.generate_artifacts(str(path), MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
-                                            artifact_directory=tmp_path / "external")
-    inline = artifacts.generate_artifacts(onnx.load(MLP), MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
-                                          artifact_directory=tmp_path / "inline")
-    for key in ("training_model", "eval_model", "checkpoint"):
-        with open(external[key], "rb") as a, open(inline[key], "rb") as b:
-            assert a.read() == b.read(), key
+    trained = MLP_PARAMETERS[:4]  # net.5.* stay constants of the graphs, kept as external data like the input's
+    external = artifacts.generate_artifacts(str(path), trained, loss=artifacts.LossType.CrossEntropyLoss,
+                                            optimizer=artifacts.OptimType.SGD, artifact_directory=tmp_path / "out")
+    inline = artifacts.generate_artifacts(onnx.load(MLP), trained, loss=artifacts.LossType.CrossEntropyLoss,
+                                          optimizer=artifacts.OptimType.SGD, artifact_directory=tmp_path / "inline")
+    written = sorted(os.listdir(tmp_path / "out"))
+    data_files = (["eval_model.onnx.data", "training_model.onnx.data"] if one_file else ["net.5.weight"])
+    assert written == sorted(["checkpoint", "eval_model.onnx", "optimizer_model.onnx", "training_model.onnx",
+                              *data_files])
+    assert os.path.getsize(external["training_model"]) < 10_000 < os.path.getsize(inline["training_model"])
+    with open(external["checkpoint"], "rb") as a, open(inline["checkpoint"], "rb") as b:
+        assert a.read() == b.read()
+    images, labels = np.random.default_rng(1).random((4, 1, 28, 28), np.float32), np.arange(4, dtype=np.int64)
+    results = []
+    for paths in (external, inline):
+        module = Module(paths["training_model"], CheckpointState.load_checkpoint(paths["checkpoint"]),
+                        paths["eval_model"])
+        Optimizer(paths["optimizer_model"], module)
+        module.train()
+        loss = module(images, labels)
+        module.eval()
+        results.append((loss, module(images, labels)))
+    np.testing.assert_array_equal(results[0], results[1])
     model.graph.initializer[0].ClearField("raw_data")  # save_model moved the data out of this proto
     with pytest.raises(RuntimeError, match="^tensor 'net.1.weight' keeps its data in an external file: pass the "
                                            "model's path$"):
