@@ -93,7 +93,7 @@ def test_empty_base_builds_a_model_from_scratch():
     onnx.checker.check_model(model, full_check=True)
 
 
-def test_training_block_builds_training_and_eval_models_with_ort_requires_grad():
+def test_training_block_builds_training_and_eval_models_with_ort_requires_grad(tmp_path):
     block = MSETraining()
     for call in (block.parameters, block.to_model_proto):
         with pytest.raises(RuntimeError, match="^Please build the training"):
@@ -112,17 +112,22 @@ def test_training_block_builds_training_and_eval_models_with_ort_requires_grad()
     assert [i.name for i in evaluation.graph.input] == ["x", "target", "weight", "bias"]
     assert loss_name.startswith("onnx::ReduceMean_output::")
     # the models train: the gradient is d mean((xW + b - t)^2) / dW
-    directory = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"onnxblock-{os.getpid()}")
-    os.makedirs(directory, exist_ok=True)
+    directory = str(tmp_path)
     onnx.save(training, os.path.join(directory, "training.onnx"))
     onnxblock.save_checkpoint(block.parameters(), os.path.join(directory, "checkpoint"))
     state = CheckpointState.load_checkpoint(os.path.join(directory, "checkpoint"))
+    assert state.parameters["weight"].grad is None  # no Module trains the state yet, as ORT
     module = Module(os.path.join(directory, "training.onnx"), state)
     assert state.parameters["weight"].grad.tolist() == [[0, 0]] * 3  # zeros before the first step, as ORT
     assert state.parameters["bias"].grad is None  # frozen: no gradient
     module(X, TARGET)
     residual = 2 * (X @ WEIGHT + BIAS - TARGET) / TARGET.size
     np.testing.assert_allclose(state.parameters["weight"].grad, X.T @ residual, rtol=1e-5, atol=1e-7)
+    module.lazy_reset_grad()  # lazy, as ORT: the gradient stays until the next train step overwrites it
+    np.testing.assert_allclose(state.parameters["weight"].grad, X.T @ residual, rtol=1e-5, atol=1e-7)
+    module(X, TARGET)
+    module(X, TARGET)  # then steps add up
+    np.testing.assert_allclose(state.parameters["weight"].grad, 2 * X.T @ residual, rtol=1e-5, atol=1e-7)
 
 
 def test_loss_blocks_build_on_their_own():
