@@ -396,6 +396,9 @@ TEST(TrainingSession, NominalCheckpointNeedsParametersFirst) {
   std::vector<Tensor> batch = Batch(8, 10);
   EXPECT_ERROR(s.TrainStep(batch), ErrorCode::kInvalidArgument, "nominal");
   EXPECT_ERROR(s.OptimizerStep(), ErrorCode::kInvalidArgument, "nominal");
+  EXPECT_ERROR(Parameters(s, false), ErrorCode::kInvalidArgument,
+               "CopyParametersToBuffer: the checkpoint is nominal; supply the parameters with "
+               "CopyBufferToParameters(buffer, trainable_only=false) first");
 
   TrainingSession full = Open(MlpAdamW());
   std::vector<float> all = Parameters(full, false);

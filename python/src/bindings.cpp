@@ -18,7 +18,10 @@
 
 #include "edgetrain/edgetrain.h"
 #include "edgetrain/edgetrain.hpp"
+#include "autodiff/optimizers.hpp"
+#include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
+#include "onnx/ort_format.hpp"
 
 namespace py = pybind11;
 
@@ -338,7 +341,7 @@ py::dict GenerateArtifactsForPython(const std::string& model_path, const std::st
   py::dict out;
   out["training_model"] = paths.training_model;
   out["eval_model"] = paths.eval_model;
-  out["optimizer_model"] = paths.optimizer_model;
+  if (!paths.optimizer_model.empty()) out["optimizer_model"] = paths.optimizer_model;
   out["checkpoint"] = paths.checkpoint;
   if (nominal_checkpoint) {
     Checkpoint nominal = LoadCheckpoint(paths.checkpoint);
@@ -348,6 +351,38 @@ py::dict GenerateArtifactsForPython(const std::string& model_path, const std::st
     out["nominal_checkpoint"] = path;
   }
   return out;
+}
+
+// The optimizer model for parameters given as (name, NumPy dtype, shape), serialized.
+py::bytes OptimizerModelBytes(const OptimizerSpec& spec, const py::list& parameters) {
+  std::vector<std::string> names;
+  std::vector<ValueInfo> infos;
+  for (const auto& item : parameters) {
+    auto [name, dtype, shape] = item.cast<std::tuple<std::string, py::object, std::vector<int64_t>>>();
+    ValueInfo info;
+    info.name = name;
+    info.dtype = DataTypeOf(py::dtype::from_args(dtype), "parameter '" + name + "'");
+    info.has_shape = true;
+    for (int64_t d : shape) info.shape.push_back(Dim{d, ""});
+    names.push_back(name);
+    infos.push_back(std::move(info));
+  }
+  return py::bytes(SerializeModel(BuildOptimizerModel(spec, names, infos)));
+}
+
+// An ODTC checkpoint of (name, array) pairs; `nominal` keeps only the names and element types.
+void SaveParameters(const py::list& trainable, const py::list& frozen, const std::string& path, bool nominal) {
+  Checkpoint checkpoint;
+  checkpoint.is_nominal = nominal;
+  for (auto [list, target] : {std::pair{&trainable, &checkpoint.trainable}, std::pair{&frozen, &checkpoint.frozen}})
+    for (const auto& item : *list) {
+      auto [name, value] = item.cast<std::pair<std::string, py::object>>();
+      ET_CHECK(!checkpoint.trainable.count(name) && !checkpoint.frozen.count(name), ErrorCode::kInvalidArgument,
+               "save_checkpoint: parameter '", name, "' is given twice");
+      py::array array = ContiguousArray(value);
+      (*target)[name] = BorrowArray(array, "parameter '" + name + "'").Clone();
+    }
+  SaveCheckpoint(checkpoint, path, /*include_optimizer_state=*/false);
 }
 
 std::vector<std::string> ModelOutputNames(const std::string& model_path) {
@@ -428,7 +463,8 @@ PYBIND11_MODULE(_edgetrain, m) {
       .def_readwrite("loss_inputs", &ArtifactOptions::loss_inputs)
       .def_readwrite("additional_outputs", &ArtifactOptions::additional_outputs)
       .def_readwrite("optimizer", &ArtifactOptions::optimizer)
-      .def_readwrite("prefix", &ArtifactOptions::prefix);
+      .def_readwrite("prefix", &ArtifactOptions::prefix)
+      .def_readwrite("unlisted_are_constants", &ArtifactOptions::unlisted_are_constants);
 
   py::class_<LossComposer>(m, "LossComposer", "Builds a loss inside generate_artifacts (valid only there).")
       .def("num_predictions", &LossComposer::NumPredictions)
@@ -470,6 +506,15 @@ PYBIND11_MODULE(_edgetrain, m) {
   m.def("generate_artifacts", &GenerateArtifactsForPython, py::arg("model_path"), py::arg("out_dir"),
         py::arg("options"), py::arg("nominal_checkpoint") = false);
   m.def("model_output_names", &ModelOutputNames, py::arg("model_path"));
+  m.def(
+      "onnx_to_ort_format",
+      [](const py::bytes& model, const std::string& source) {
+        return py::bytes(ConvertOnnxToOrtFormat(std::string(model), source));
+      },
+      py::arg("model"), py::arg("source"));
+  m.def("optimizer_model", &OptimizerModelBytes, py::arg("spec"), py::arg("parameters"));
+  m.def("save_parameters", &SaveParameters, py::arg("trainable"), py::arg("frozen"), py::arg("path"),
+        py::arg("nominal") = false);
 
   // ---- training phase ----
   py::class_<CheckpointState>(m, "CheckpointState")
@@ -483,6 +528,7 @@ PYBIND11_MODULE(_edgetrain, m) {
           py::arg("data"))
       .def_static("save", &CheckpointState::Save, py::arg("state"), py::arg("path"),
                   py::arg("include_optimizer_state") = false, py::arg("external_data") = false)
+      .def_property_readonly("is_nominal", &CheckpointState::is_nominal)
       .def("parameter_names", &CheckpointState::ParameterNames)
       .def("is_trainable", &CheckpointState::IsTrainable)
       .def("get_parameter",
@@ -517,6 +563,10 @@ PYBIND11_MODULE(_edgetrain, m) {
              s.session().RegisterLinearLRScheduler(warmup, total, initial_lr);
            })
       .def("scheduler_step", [](SharedSession& s) { s.session().SchedulerStep(); })
+      .def("gradient",
+           [](SharedSession& s, const std::string& name) {
+             return ToArray(s.session().GetGradient(name), "gradient of '" + name + "'");
+           })
       .def("get_parameters_size",
            [](SharedSession& s, bool trainable_only) { return s.session().GetParametersSize(trainable_only); })
       .def("copy_parameters_to_buffer", &SharedSession::CopyParametersToBuffer, py::arg("trainable_only"))

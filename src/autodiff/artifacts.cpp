@@ -184,11 +184,12 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
   for (const auto& p : FloatInitializersInUseOrder(g0)) {
     bool listed_frozen = std::count(options.frozen.begin(), options.frozen.end(), p) != 0;
     bool listed_trainable = std::count(options.requires_grad.begin(), options.requires_grad.end(), p) != 0;
+    bool trains_by_default = options.requires_grad.empty() && !options.unlisted_are_constants;
     if (states.count(p) && !listed_trainable) out.states.push_back(p);
-    else if (listed_trainable || (options.requires_grad.empty() && !listed_frozen)) out.trainable.push_back(p);
-    else out.frozen.push_back(p);
+    else if (listed_trainable || (trains_by_default && !listed_frozen)) out.trainable.push_back(p);
+    else if (listed_frozen || !options.unlisted_are_constants) out.frozen.push_back(p);
   }
-  ET_CHECK(!out.trainable.empty(), ErrorCode::kInvalidArgument, source,
+  ET_CHECK(!out.trainable.empty() || options.unlisted_are_constants, ErrorCode::kInvalidArgument, source,
            " has no trainable parameter (no float initializer is left to train)");
 
   std::vector<std::string> predictions = options.loss_inputs;
@@ -234,7 +235,8 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
       request.loss = loss.loss;
       request.wrt = out.trainable;
       request.opsets = m.opsets;
-      std::vector<std::string> grads = AppendGradients(g, request);
+      std::vector<std::string> grads;
+      if (!out.trainable.empty()) grads = AppendGradients(g, request);
       for (size_t i = 0; i < grads.size(); ++i) {
         ValueInfo v = InfoOf(grads[i], forward.graph.initializers.at(out.trainable[i]));
         outputs.push_back(v);
@@ -258,7 +260,7 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
 
   std::vector<ValueInfo> infos;
   for (const auto& p : out.trainable) infos.push_back(InfoOf(p, g0.initializers.at(p)));
-  out.optimizer = BuildOptimizerModel(options.optimizer, out.trainable, infos);
+  if (!out.trainable.empty()) out.optimizer = BuildOptimizerModel(options.optimizer, out.trainable, infos);
   return out;
 }
 
@@ -277,7 +279,10 @@ ArtifactPaths GenerateArtifacts(const std::string& model_path, const std::string
                       base + "checkpoint"};
   SaveModel(artifacts.training, paths.training_model, ExecutionExportOptions());
   SaveModel(artifacts.eval, paths.eval_model, ExecutionExportOptions());
-  SaveModel(artifacts.optimizer, paths.optimizer_model, ExecutionExportOptions());
+  if (artifacts.trainable.empty())
+    paths.optimizer_model.clear();  // nothing to update
+  else
+    SaveModel(artifacts.optimizer, paths.optimizer_model, ExecutionExportOptions());
 
   Checkpoint checkpoint;
   checkpoint.is_nominal = options.nominal_checkpoint;

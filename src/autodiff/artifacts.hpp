@@ -21,6 +21,9 @@ struct ArtifactOptions {
   OptimizerSpec optimizer;
   std::string prefix;                           // prepended to every file name
   bool nominal_checkpoint = false;              // names and types only, no values
+  // ORT's semantics (its onnxblock): initializers neither requires-grad nor frozen stay graph constants, and
+  // a model with no trainable parameter still gets training and eval models (and no optimizer model).
+  bool unlisted_are_constants = false;
 };
 
 struct ArtifactPaths {

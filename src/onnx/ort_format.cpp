@@ -274,4 +274,150 @@ Model LoadOrtFormatModel(const void* data, size_t size, const std::string& sourc
   }
 }
 
+namespace {
+
+// ModelProto -> flatbuffer tables, the inverse of ProtoBuilder.
+class OrtWriter {
+ public:
+  explicit OrtWriter(const std::string& source) : source_(source) {}
+
+  std::string Convert(const onnx::ModelProto& in) {
+    std::vector<flatbuffers::Offset<fb::OperatorSetId>> opsets;
+    for (const auto& o : in.opset_import())
+      opsets.push_back(fb::CreateOperatorSetId(b_, b_.CreateString(o.domain()), o.version()));
+    std::vector<flatbuffers::Offset<fb::StringStringEntry>> metadata;
+    for (const auto& e : in.metadata_props())
+      metadata.push_back(fb::CreateStringStringEntry(b_, b_.CreateString(e.key()), b_.CreateString(e.value())));
+    auto graph = Graph(in.graph());
+    auto model = fb::CreateModel(b_, in.ir_version(), b_.CreateVector(opsets), b_.CreateString(in.producer_name()),
+                                 b_.CreateString(in.producer_version()), b_.CreateString(in.domain()),
+                                 in.model_version(), b_.CreateString(in.doc_string()), graph,
+                                 b_.CreateString(in.graph().doc_string()), b_.CreateVector(metadata));
+    b_.Finish(fb::CreateInferenceSession(b_, b_.CreateString(std::to_string(kNewestOrtFormatVersion)), model),
+              fb::InferenceSessionIdentifier());
+    return std::string(reinterpret_cast<const char*>(b_.GetBufferPointer()), b_.GetSize());
+  }
+
+ private:
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> Strings(
+      const google::protobuf::RepeatedPtrField<std::string>& in) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> out;
+    for (const auto& s : in) out.push_back(b_.CreateString(s));
+    return b_.CreateVector(out);
+  }
+
+  flatbuffers::Offset<fb::Graph> Graph(const onnx::GraphProto& in) {
+    std::vector<flatbuffers::Offset<fb::Tensor>> initializers;
+    for (const auto& t : in.initializer()) initializers.push_back(Tensor(t));
+    ET_CHECK(in.sparse_initializer_size() == 0, ErrorCode::kNotImplemented, "'", source_,
+             "': sparse initializers are not written to the ORT format");
+    std::vector<flatbuffers::Offset<fb::ValueInfo>> args;
+    std::unordered_set<std::string> seen;
+    for (const auto* list : {&in.input(), &in.output(), &in.value_info()})
+      for (const auto& v : *list)
+        if (seen.insert(v.name()).second) args.push_back(ValueInfo(v));
+    std::vector<flatbuffers::Offset<fb::Node>> nodes;
+    for (int i = 0; i < in.node_size(); ++i) nodes.push_back(Node(in.node(i), static_cast<uint32_t>(i)));
+    std::vector<std::string> inputs, outputs;
+    for (const auto& v : in.input()) inputs.push_back(v.name());
+    for (const auto& v : in.output()) outputs.push_back(v.name());
+    return fb::CreateGraph(b_, b_.CreateVector(initializers), b_.CreateVector(args), b_.CreateVector(nodes),
+                           static_cast<uint32_t>(in.node_size()), b_.CreateVectorOfStrings(inputs),
+                           b_.CreateVectorOfStrings(outputs));
+  }
+
+  flatbuffers::Offset<fb::Node> Node(const onnx::NodeProto& in, uint32_t index) {
+    std::vector<flatbuffers::Offset<fb::Attribute>> attributes;
+    for (const auto& a : in.attribute()) attributes.push_back(Attribute(a, in));
+    return fb::CreateNode(b_, b_.CreateString(in.name()), b_.CreateString(in.doc_string()),
+                          b_.CreateString(in.domain()), 0, index, b_.CreateString(in.op_type()),
+                          fb::NodeType::Primitive, b_.CreateString(""), Strings(in.input()), Strings(in.output()),
+                          b_.CreateVector(attributes));
+  }
+
+  flatbuffers::Offset<fb::Attribute> Attribute(const onnx::AttributeProto& in, const onnx::NodeProto& node) {
+    auto name = b_.CreateString(in.name());
+    auto doc = b_.CreateString(in.doc_string());
+    flatbuffers::Offset<fb::Tensor> t;
+    flatbuffers::Offset<fb::Graph> g;
+    std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+    std::vector<flatbuffers::Offset<fb::Graph>> graphs;
+    if (in.has_t()) t = Tensor(in.t());
+    if (in.has_g()) g = Graph(in.g());
+    for (const auto& x : in.tensors()) tensors.push_back(Tensor(x));
+    for (const auto& x : in.graphs()) graphs.push_back(Graph(x));
+    ET_CHECK(in.type() != onnx::AttributeProto::SPARSE_TENSOR && in.type() != onnx::AttributeProto::SPARSE_TENSORS &&
+                 in.type() != onnx::AttributeProto::TYPE_PROTO && in.type() != onnx::AttributeProto::TYPE_PROTOS,
+             ErrorCode::kNotImplemented, "'", source_, "': attribute '", in.name(), "' of node '", node.name(),
+             "' is of a kind the ORT format does not hold");
+    std::vector<float> floats(in.floats().begin(), in.floats().end());
+    std::vector<int64_t> ints(in.ints().begin(), in.ints().end());
+    return fb::CreateAttribute(b_, name, doc, static_cast<fb::AttributeType>(in.type()), in.f(), in.i(),
+                               b_.CreateString(in.s()), t, g, b_.CreateVector(floats), b_.CreateVector(ints),
+                               Strings(in.strings()), b_.CreateVector(tensors), b_.CreateVector(graphs));
+  }
+
+  flatbuffers::Offset<fb::Tensor> Tensor(const onnx::TensorProto& in) {
+    std::vector<int64_t> dims(in.dims().begin(), in.dims().end());
+    auto type = static_cast<fb::TensorDataType>(in.data_type());
+    if (in.data_type() == onnx::TensorProto::STRING)
+      return fb::CreateTensor(b_, b_.CreateString(in.name()), b_.CreateString(in.doc_string()),
+                              b_.CreateVector(dims), type, 0, Strings(in.string_data()));
+    auto value = onnx_proto::TensorFromProto(in, ".", "tensor '" + in.name() + "' of " + source_);
+    auto raw = b_.CreateVector(static_cast<const uint8_t*>(value.raw()), value.nbytes());
+    return fb::CreateTensor(b_, b_.CreateString(in.name()), b_.CreateString(in.doc_string()), b_.CreateVector(dims),
+                            type, raw);
+  }
+
+  flatbuffers::Offset<fb::TypeInfo> Type(const onnx::TypeProto& in) {
+    auto denotation = b_.CreateString(in.denotation());
+    if (in.has_tensor_type()) {
+      const auto& t = in.tensor_type();
+      flatbuffers::Offset<fb::Shape> shape;
+      if (t.has_shape()) {
+        std::vector<flatbuffers::Offset<fb::Dimension>> dims;
+        for (const auto& d : t.shape().dim()) {
+          flatbuffers::Offset<fb::DimensionValue> value;
+          if (d.has_dim_value())
+            value = fb::CreateDimensionValue(b_, fb::DimensionValueType::VALUE, d.dim_value());
+          else if (d.has_dim_param())
+            value = fb::CreateDimensionValue(b_, fb::DimensionValueType::PARAM, 0, b_.CreateString(d.dim_param()));
+          dims.push_back(fb::CreateDimension(b_, value, b_.CreateString(d.denotation())));
+        }
+        shape = fb::CreateShape(b_, b_.CreateVector(dims));
+      }
+      auto tensor = fb::CreateTensorTypeAndShape(b_, static_cast<fb::TensorDataType>(t.elem_type()), shape);
+      return fb::CreateTypeInfo(b_, denotation, fb::TypeInfoValue::TensorTypeAndShape, tensor.Union());
+    }
+    if (in.has_sequence_type()) {
+      auto sequence = fb::CreateSequenceType(b_, Type(in.sequence_type().elem_type()));
+      return fb::CreateTypeInfo(b_, denotation, fb::TypeInfoValue::SequenceType, sequence.Union());
+    }
+    if (in.has_map_type()) {
+      auto map = fb::CreateMapType(b_, static_cast<fb::TensorDataType>(in.map_type().key_type()),
+                                   Type(in.map_type().value_type()));
+      return fb::CreateTypeInfo(b_, denotation, fb::TypeInfoValue::MapType, map.Union());
+    }
+    return fb::CreateTypeInfo(b_, denotation);
+  }
+
+  flatbuffers::Offset<fb::ValueInfo> ValueInfo(const onnx::ValueInfoProto& in) {
+    flatbuffers::Offset<fb::TypeInfo> type;
+    if (in.has_type()) type = Type(in.type());
+    return fb::CreateValueInfo(b_, b_.CreateString(in.name()), b_.CreateString(in.doc_string()), type);
+  }
+
+  const std::string& source_;
+  flatbuffers::FlatBufferBuilder b_;
+};
+
+}  // namespace
+
+std::string ConvertOnnxToOrtFormat(const std::string& onnx_bytes, const std::string& source) {
+  onnx::ModelProto proto;
+  ET_CHECK(onnx_bytes.size() <= static_cast<size_t>(INT32_MAX) && proto.ParseFromString(onnx_bytes),
+           ErrorCode::kInvalidModel, "'", source, "' is not a valid ONNX model");
+  return OrtWriter(source).Convert(proto);
+}
+
 }  // namespace edgetrain

@@ -17,4 +17,8 @@ bool IsOrtFormatModel(const void* data, size_t size);
 // edgetrain cannot represent (sparse initializers, compiled nodes, external data) is kNotImplemented.
 Model LoadOrtFormatModel(const void* data, size_t size, const std::string& source, const ImportOptions& options = {});
 
+// A serialized ONNX model -> the same model in ORT's format (version 6), as `generate_artifacts(ort_format=True)`
+// writes it. Model-local functions are not kept (the format has none); `source` names the model in errors.
+std::string ConvertOnnxToOrtFormat(const std::string& onnx_bytes, const std::string& source);
+
 }  // namespace edgetrain

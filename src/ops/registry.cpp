@@ -9,7 +9,6 @@ namespace edgetrain {
 
 // ort_contrib.cpp: ORT's contrib ops of optimized training graphs (Gelu family, ConcatTraining, Skip/Simplified LN,
 // BiasDropout).
-void RegisterOrtContribOps(OpRegistry& r);
 
 OpKernelEntry& OpRegistry::Register(OpKernelEntry entry) { return entries_.emplace_back(std::move(entry)); }
 

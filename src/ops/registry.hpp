@@ -23,6 +23,7 @@ void RegisterOptimizerOps(OpRegistry& r);      // optimizer.cpp: fused AdamWUpda
 // ONNX Runtime's training operators (com.microsoft, plus the few ORT registers in the ONNX domain).
 void RegisterOrtGradientOps(OpRegistry& r);     // ort_gradients.cpp: *Grad, InPlaceAccumulatorV2, dropout, losses
 void RegisterOrtFusedOps(OpRegistry& r);        // ort_fused.cpp: FusedMatMul/Gemm/Conv, BatchNormInternal, optimizers
+void RegisterOrtContribOps(OpRegistry& r);      // ort_contrib.cpp: com.microsoft Gelu family, layer norms, ConcatTraining
 void RegisterRecurrentOps(OpRegistry& r);       // recurrent.cpp: RNN, GRU, LSTM and their fused backward ops
 
 }  // namespace edgetrain

@@ -660,6 +660,7 @@ void CheckFlatBuffer(const Tensor& buffer, size_t expected, const char* what) {
 
 void TrainingSession::CopyParametersToBuffer(Tensor& buffer, bool trainable_only) const {
   const Impl& s = *impl_;
+  s.CheckMaterialized("CopyParametersToBuffer");
   CheckFlatBuffer(buffer, GetParametersSize(trainable_only), "CopyParametersToBuffer");
   float* out = buffer.data<float>();
   for (const std::string& name : s.FlatParameters(trainable_only)) {
@@ -698,6 +699,13 @@ std::vector<std::string> TrainingSession::TrainingInputNames() const { return im
 std::vector<std::string> TrainingSession::TrainingOutputNames() const { return impl_->train_outputs; }
 std::vector<std::string> TrainingSession::EvalInputNames() const { return impl_->eval_inputs; }
 std::vector<std::string> TrainingSession::EvalOutputNames() const { return impl_->eval_outputs; }
+
+Tensor TrainingSession::GetGradient(const std::string& parameter) const {
+  auto it = impl_->gradients.find(parameter);
+  ET_CHECK(it != impl_->gradients.end(), ErrorCode::kInvalidArgument, "GetGradient: '", parameter,
+           "' is not a trainable parameter of the training model");
+  return it->second.Clone();
+}
 namespace {
 
 std::vector<ValueInfo> InfosOf(const Session& session, const std::vector<std::string>& names) {

@@ -76,6 +76,8 @@ class TrainingSession {
   std::vector<std::string> TrainingOutputNames() const;
   std::vector<std::string> EvalInputNames() const;
   std::vector<std::string> EvalOutputNames() const;
+  // A copy of the gradient accumulated for a trainable parameter (zeros before the first TrainStep).
+  Tensor GetGradient(const std::string& parameter) const;
   // Declared dtype and shape of each training / eval input, in the same order as the names.
   std::vector<ValueInfo> TrainingInputInfos() const;
   std::vector<ValueInfo> EvalInputInfos() const;

@@ -12,12 +12,15 @@ from edgetrain import artifacts
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MLP = ROOT / "models" / "mlp.onnx"
+MLP_PARAMETERS = [f"net.{layer}.{kind}" for layer in (1, 3, 5) for kind in ("weight", "bias")]
 
 
 @pytest.fixture(scope="module")
 def mlp_artifacts(tmp_path_factory):
     """The MLP's artifacts (cross entropy, ORT's AdamW), its logits "output" returned after the loss."""
-    return artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path_factory.mktemp("mlp"),
+    return artifacts.generate_artifacts(str(MLP), requires_grad=MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                                        optimizer=artifacts.OptimType.AdamW,
+                                        artifact_directory=tmp_path_factory.mktemp("mlp"),
                                         additional_output_names=["output"])
 
 

@@ -5,7 +5,7 @@ edgetrain's errors as Python exceptions with edgetrain's messages."""
 import numpy as np
 import onnx
 import pytest
-from conftest import MLP, cross_entropy, mlp_forward
+from conftest import MLP, MLP_PARAMETERS, cross_entropy, mlp_forward
 from onnx import numpy_helper
 
 import edgetrain
@@ -14,7 +14,7 @@ from edgetrain.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 
 rng = np.random.default_rng(7)
 IMAGES = rng.random((16, 1, 28, 28), dtype=np.float32)
-LABELS = rng.integers(0, 10, 16).astype(np.int32)
+LABELS = rng.integers(0, 10, 16).astype(np.int64)  # ORT's CrossEntropyLoss labels
 
 
 def parameter_values(state):
@@ -95,8 +95,8 @@ def test_inputs_in_any_layout_and_outputs_owned_by_the_caller(mlp_artifacts):
 
 
 def test_gradients_accumulate_until_lazy_reset_grad(tmp_path):
-    paths = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path,
-                                         optimizer=artifacts.OptimType.SGD)
+    paths = artifacts.generate_artifacts(str(MLP), MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                                         artifact_directory=tmp_path, optimizer=artifacts.OptimType.SGD)
 
     def update(train_steps):
         state, module, optimizer = session(paths)
@@ -224,8 +224,8 @@ def test_edgetrain_errors_are_python_exceptions_with_the_same_message(mlp_artifa
                          "shape [4, 784]", lambda: module(images.reshape(4, 784), labels))
     assert isinstance(error, edgetrain.Error) and isinstance(error, RuntimeError) and isinstance(error, ValueError)
     expect_error(edgetrain.InvalidArgument,
-                 f"{training_model}: input 'labels' expects int32 [batch] but was fed int64 [4]",
-                 lambda: module(images, labels.astype(np.int64)))
+                 f"{training_model}: input 'labels' expects int64 [batch] but was fed int32 [4]",
+                 lambda: module(images, labels.astype(np.int32)))
     expect_error(edgetrain.InvalidArgument,
                  f"{training_model}: input 'labels': dimension 0 ('batch') is 5 but another input has 'batch' = 4",
                  lambda: module(images, LABELS[:5]))

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import onnx
 import pytest
-from conftest import MLP, input_types, linear_model
+from conftest import MLP, MLP_PARAMETERS, input_types, linear_model
 from onnx import TensorProto
 
 import edgetrain
@@ -18,6 +18,7 @@ WEIGHT = rng.standard_normal((3, 2)).astype(np.float32)
 BIAS = np.array([0.5, -0.25], np.float32)
 X = rng.standard_normal((5, 3)).astype(np.float32)
 TARGET = rng.standard_normal((5, 2)).astype(np.float32)
+LINEAR = ["weight", "bias"]  # ORT: only the parameters listed in requires_grad train
 
 
 def train_step(paths, *inputs, learning_rate=None):
@@ -43,7 +44,8 @@ def mse_gradients(x, target):
 
 def test_model_proto_bytes_and_path_give_the_same_artifacts(tmp_path):
     proto = onnx.load(MLP)
-    written = [artifacts.generate_artifacts(model, artifact_directory=tmp_path / name)
+    written = [artifacts.generate_artifacts(model, MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                                            optimizer=artifacts.OptimType.AdamW, artifact_directory=tmp_path / name)
                for name, model in [("path", str(MLP)), ("proto", proto), ("bytes", proto.SerializeToString())]]
     for paths in written:
         assert sorted(paths) == ["checkpoint", "eval_model", "optimizer_model", "training_model"]
@@ -51,12 +53,13 @@ def test_model_proto_bytes_and_path_give_the_same_artifacts(tmp_path):
         for key in ("training_model", "eval_model", "optimizer_model"):
             with open(paths[key], "rb") as mine, open(written[0][key], "rb") as reference:
                 assert mine.read() == reference.read(), key
-    assert input_types(written[0]["training_model"])["labels"] == (TensorProto.INT32, ["batch"])  # ORT's labels
+    assert input_types(written[0]["training_model"])["labels"] == (TensorProto.INT64, ["batch"])  # ORT's labels
 
 
 def test_prefix_nominal_checkpoint_and_no_optimizer(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # ORT's default artifact directory: the current one
-    paths = artifacts.generate_artifacts(str(MLP), prefix="mlp_", optimizer=None, nominal_checkpoint=True)
+    paths = artifacts.generate_artifacts(str(MLP), MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                                         prefix="mlp_", optimizer=None, nominal_checkpoint=True)
     assert sorted(os.listdir(tmp_path)) == ["mlp_checkpoint", "mlp_eval_model.onnx", "mlp_nominal_checkpoint",
                                             "mlp_training_model.onnx"]
     assert paths["nominal_checkpoint"] == os.path.join(str(tmp_path), "mlp_nominal_checkpoint")
@@ -66,13 +69,46 @@ def test_prefix_nominal_checkpoint_and_no_optimizer(tmp_path, monkeypatch):
     assert os.path.getsize(paths["nominal_checkpoint"]) < 10_000 < os.path.getsize(paths["checkpoint"])
 
     # ORT's nominal flow: the app supplies every parameter value (here: the complete checkpoint's) before training.
-    images, labels = np.zeros((2, 1, 28, 28), np.float32), np.array([1, 2], np.int32)
+    images, labels = np.zeros((2, 1, 28, 28), np.float32), np.array([1, 2], np.int64)
     module = Module(paths["training_model"], nominal, paths["eval_model"])
     with pytest.raises(edgetrain.InvalidArgument, match="TrainStep: the checkpoint is nominal"):
         module(images, labels)
     reference = Module(paths["training_model"], complete, paths["eval_model"])
     module.copy_buffer_to_parameters(reference.get_contiguous_parameters(), trainable_only=False)
     np.testing.assert_array_equal(module(images, labels), reference(images, labels))
+
+
+def test_ort_format_writes_ort_models_that_train_the_same(tmp_path):
+    common = dict(requires_grad=MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                  optimizer=artifacts.OptimType.AdamW, additional_output_names=["output"])
+    onnx_paths = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "onnx", **common)
+    ort_paths = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "ort", ort_format=True, **common)
+    assert sorted(os.listdir(tmp_path / "ort")) == ["checkpoint", "eval_model.onnx", "eval_model.ort",
+                                                    "optimizer_model.onnx", "optimizer_model.ort",
+                                                    "training_model.onnx", "training_model.ort"]
+    for key in ("training_model", "eval_model", "optimizer_model"):
+        with open(ort_paths[f"{key}_ort"], "rb") as file:
+            assert file.read(8)[4:] == b"ORTM"  # ORT's flatbuffer file identifier
+    images = np.random.default_rng(2).random((8, 1, 28, 28), np.float32)
+    labels = np.arange(8, dtype=np.int64)
+
+    def train(paths, suffix):
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training_model" + suffix], state, paths["eval_model" + suffix])
+        optimizer = Optimizer(paths["optimizer_model" + suffix], module)
+        losses = []
+        for _ in range(3):
+            losses.append(module(images, labels)[0])
+            optimizer.step()
+            module.lazy_reset_grad()
+        module.eval()
+        return losses, module(images, labels)[1], module.get_contiguous_parameters()
+
+    for mine, reference in zip(train(ort_paths, "_ort"), train(onnx_paths, "")):
+        np.testing.assert_array_equal(mine, reference)
+    with pytest.raises(edgetrain.InvalidModel) as raised:
+        edgetrain._edgetrain.onnx_to_ort_format(b"not a model", "model.ort")
+    assert str(raised.value) == "'model.ort' is not a valid ONNX model"
 
 
 def test_requires_grad_frozen_params_and_additional_outputs(tmp_path):
@@ -95,7 +131,7 @@ def test_requires_grad_frozen_params_and_additional_outputs(tmp_path):
     ("BCEWithLogitsLoss", lambda y, t: np.mean(np.maximum(y, 0) - y * t + np.log1p(np.exp(-np.abs(y))))),
 ])
 def test_regression_loss_types(tmp_path, loss, expected):
-    paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), loss=artifacts.LossType[loss],
+    paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), LINEAR, loss=artifacts.LossType[loss],
                                          artifact_directory=tmp_path)
     assert input_types(paths["training_model"])["target"] == (TensorProto.FLOAT, ["batch", 2])
     target = TARGET if loss != "BCEWithLogitsLoss" else (TARGET > 0).astype(np.float32)
@@ -107,7 +143,7 @@ def test_classification_loss_blocks_take_their_options(tmp_path):
     weights = np.array([1.0, 3.0], np.float32)
     labels = np.array([0, 1, 1, 0, 1], np.int64)
     block = onnxblock.loss.CrossEntropyLoss(weight=weights, reduction="sum", label_dtype=np.int64)
-    paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), loss=block, artifact_directory=tmp_path)
+    paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), LINEAR, loss=block, artifact_directory=tmp_path)
     assert input_types(paths["training_model"])["labels"] == (TensorProto.INT64, ["batch"])
     (loss_value,), _ = train_step(paths, X, labels)
     logits = X @ WEIGHT + BIAS
@@ -138,7 +174,7 @@ class SquaredErrorFromOperators(onnxblock.Block):
 
 def test_custom_loss_blocks_compose_like_the_built_in_loss(tmp_path):
     def run(loss):
-        paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), loss=loss, artifact_directory=tmp_path,
+        paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), LINEAR, loss=loss, artifact_directory=tmp_path,
                                              optimizer=onnxblock.optim.SGD())
         (loss_value,), changes = train_step(paths, X, TARGET, learning_rate=1.0)
         return input_types(paths["training_model"]), loss_value, changes
@@ -170,13 +206,13 @@ class TwoHeads(onnxblock.Block):
 
 def test_block_receives_every_model_output_unless_loss_input_names(tmp_path):
     model = linear_model(WEIGHT, BIAS, outputs=("y", "z"))
-    paths = artifacts.generate_artifacts(model, loss=TwoHeads(), artifact_directory=tmp_path / "both")
+    paths = artifacts.generate_artifacts(model, LINEAR, loss=TwoHeads(), artifact_directory=tmp_path / "both")
     assert list(input_types(paths["training_model"])) == ["x", "shared", "weight", "bias"]
     (loss_value,), _ = train_step(paths, X, TARGET)
     y = X @ WEIGHT + BIAS
     np.testing.assert_allclose(loss_value, np.mean(np.abs(y - TARGET)) + np.mean((y - TARGET) ** 2), rtol=1e-5)
 
-    paths = artifacts.generate_artifacts(model, loss=onnxblock.loss.MSELoss(), loss_input_names=["z"],
+    paths = artifacts.generate_artifacts(model, LINEAR, loss=onnxblock.loss.MSELoss(), loss_input_names=["z"],
                                          artifact_directory=tmp_path / "z")
     assert list(input_types(paths["training_model"])) == ["x", "target", "weight", "bias"]
 
@@ -185,7 +221,7 @@ def test_loss_none_takes_the_model_output_as_the_loss(tmp_path):
     model = linear_model(WEIGHT, BIAS)
     model.graph.node.append(onnx.helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0))
     model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("total", TensorProto.FLOAT, []))
-    paths = artifacts.generate_artifacts(model, loss=None, artifact_directory=tmp_path,
+    paths = artifacts.generate_artifacts(model, LINEAR, loss=None, artifact_directory=tmp_path,
                                          optimizer=artifacts.OptimType.SGD)
     assert list(input_types(paths["training_model"])) == ["x", "weight", "bias"]
     (loss_value,), changes = train_step(paths, X, learning_rate=1.0)
@@ -195,7 +231,7 @@ def test_loss_none_takes_the_model_output_as_the_loss(tmp_path):
 
 def test_optimizer_hyper_parameters(tmp_path):
     def changes(optimizer):
-        paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), loss=artifacts.LossType.MSELoss,
+        paths = artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), LINEAR, loss=artifacts.LossType.MSELoss,
                                              optimizer=optimizer, artifact_directory=tmp_path)
         return train_step(paths, X, TARGET, learning_rate=0.01)[1]
 
@@ -223,25 +259,39 @@ class FailingBlock(onnxblock.Block):
 
 def test_generate_artifacts_errors(tmp_path):
     model = str(MLP)
-    with pytest.raises(edgetrain.InvalidArgument) as raised:
+    with pytest.raises(RuntimeError) as raised:
         artifacts.generate_artifacts(model, requires_grad=["nope"], artifact_directory=tmp_path)
-    assert str(raised.value) == f"requires-grad parameter 'nope' is not an initializer of {model}"
-    with pytest.raises(edgetrain.InvalidArgument) as raised:
+    assert str(raised.value) == "requires_grad parameter 'nope' is not an initializer of the model"
+    with pytest.raises(RuntimeError) as raised:
         artifacts.generate_artifacts(model, requires_grad=["net.1.bias"], frozen_params=["net.1.bias"],
                                      artifact_directory=tmp_path)
-    assert str(raised.value) == "parameter 'net.1.bias' is listed both as requires-grad and as frozen"
-    with pytest.raises(edgetrain.IoError, match="cannot open model file '/nonexistent.onnx'"):
+    assert str(raised.value) == ("A parameter cannot be frozen and require gradient computation at the same time "
+                                 "{'net.1.bias'}")
+    with pytest.raises(FileNotFoundError, match="/nonexistent.onnx"):  # onnx.load's error, as in ORT
         artifacts.generate_artifacts("/nonexistent.onnx", artifact_directory=tmp_path)
-    with pytest.raises(edgetrain.InvalidArgument) as raised:
-        artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), loss=TargetNamedX(), artifact_directory=tmp_path)
-    assert str(raised.value) == "custom loss: target name 'x' is already a value of the model"
+    with pytest.raises(RuntimeError, match="Please pass in either a string or an ONNX ModelProto for the model."):
+        artifacts.generate_artifacts(42, artifact_directory=tmp_path)
+    with pytest.raises(onnx.checker.ValidationError, match="'x' has been used as graph input names multiple times"):
+        artifacts.generate_artifacts(linear_model(WEIGHT, BIAS), LINEAR, loss=TargetNamedX(), artifact_directory=tmp_path)
     with pytest.raises(ValueError, match="my block failed"):  # a block's own exception passes through
-        artifacts.generate_artifacts(model, loss=FailingBlock(), artifact_directory=tmp_path)
-    with pytest.raises(RuntimeError, match="Unknown loss provided"):
-        artifacts.generate_artifacts(model, loss="mse", artifact_directory=tmp_path)
-    with pytest.raises(NotImplementedError, match="ort_format"):
-        artifacts.generate_artifacts(model, ort_format=True, artifact_directory=tmp_path)
-    with pytest.raises(ValueError, match="Reduction none not supported"):
-        onnxblock.loss.MSELoss(reduction="none")
-    with pytest.raises(RuntimeError, match="blocks build only inside generate_artifacts"):
+        artifacts.generate_artifacts(model, MLP_PARAMETERS, loss=FailingBlock(), artifact_directory=tmp_path)
+    with pytest.raises(RuntimeError, match="Unknown loss provided <class 'str'>"):
+        artifacts.generate_artifacts(model, MLP_PARAMETERS, loss="mse", artifact_directory=tmp_path)
+    with pytest.raises(TypeError, match="Unknown optimizer provided <class 'str'>"):
+        artifacts.generate_artifacts(model, MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss, optimizer="adam",
+                                     artifact_directory=tmp_path)
+    with pytest.raises(RuntimeError, match="Expected additional output names to be a list of strings"):
+        artifacts.generate_artifacts(model, MLP_PARAMETERS, additional_output_names="output", artifact_directory=tmp_path)
+    with pytest.raises(NotImplementedError) as raised:
+        artifacts.generate_artifacts(model, custom_op_library="libcustom.so", artifact_directory=tmp_path)
+    assert str(raised.value).startswith("custom_op_library 'libcustom.so': edgetrain cannot load ONNX Runtime custom "
+                                        "operator libraries")
+    with pytest.raises(NotImplementedError, match="custom_op_library 'lib.so'"):
+        with onnxblock.custom_op_library("lib.so"):
+            pass
+    for reduction_block in (onnxblock.loss.MSELoss, onnxblock.loss.L1Loss, onnxblock.loss.CrossEntropyLoss,
+                            onnxblock.loss.BCEWithLogitsLoss):
+        with pytest.raises(RuntimeError, match="^Reduction max not supported.$"):
+            reduction_block(reduction="max")
+    with pytest.raises(RuntimeError, match="blocks build only inside `with onnxblock.base"):
         onnxblock.blocks.Add()("a", "b")

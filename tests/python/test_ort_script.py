@@ -23,7 +23,7 @@ def load_fashion_mnist(kind):
         images = np.frombuffer(file.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
     with gzip.open(os.path.join(DATA_DIR, f"{kind}-labels-idx1-ubyte.gz")) as file:
         labels = np.frombuffer(file.read(), np.uint8, offset=8)
-    return (images / np.float32(255)).astype(np.float32), labels.astype(np.int32)
+    return (images / np.float32(255)).astype(np.float32), labels.astype(np.int64)
 
 
 def test_ort_training_script_reaches_88_percent(tmp_path):

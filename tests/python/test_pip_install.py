@@ -16,10 +16,12 @@ import edgetrain
 from edgetrain import artifacts
 from edgetrain.api import CheckpointState, Module, Optimizer
 assert edgetrain.__file__.startswith(sys.argv[1]), edgetrain.__file__
-paths = artifacts.generate_artifacts(sys.argv[2], artifact_directory="artifacts")
+parameters = [f"net.{layer}.{kind}" for layer in (1, 3, 5) for kind in ("weight", "bias")]
+paths = artifacts.generate_artifacts(sys.argv[2], parameters, loss=artifacts.LossType.CrossEntropyLoss,
+                                     optimizer=artifacts.OptimType.AdamW, artifact_directory="artifacts")
 module = Module(paths["training_model"], CheckpointState.load_checkpoint(paths["checkpoint"]), paths["eval_model"])
 optimizer = Optimizer(paths["optimizer_model"], module)
-loss = module(np.zeros((2, 1, 28, 28), np.float32), np.array([3, 7], np.int32))
+loss = module(np.zeros((2, 1, 28, 28), np.float32), np.array([3, 7], np.int64))
 optimizer.step()
 print("trained, loss", float(loss))
 """

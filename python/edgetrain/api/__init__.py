@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 
-from . import _edgetrain
-from ._edgetrain import InvalidArgument
+from .. import _edgetrain
+from .._edgetrain import InvalidArgument
 
 
 def _model_argument(uri):
@@ -21,8 +21,9 @@ def _model_argument(uri):
 class Parameter:
     """A parameter of a CheckpointState (from ``state.parameters[name]``)."""
 
-    def __init__(self, state, name):
-        self._state = state
+    def __init__(self, owner, name):
+        self._owner = owner
+        self._state = owner._state
         self._name = name
 
     @property
@@ -39,6 +40,15 @@ class Parameter:
         self._state.update_parameter(self._name, value)
 
     @property
+    def grad(self):
+        """A copy of the gradient accumulated by the Module training this state; None for a parameter that
+        does not require grad or a state no Module trains yet (zeros before the first train step)."""
+        session = self._owner._session
+        if session is None or not self.requires_grad:
+            return None
+        return session.gradient(self._name)
+
+    @property
     def requires_grad(self):
         return self._state.is_trainable(self._name)
 
@@ -49,8 +59,9 @@ class Parameter:
 class _NamedValues:
     """Access by name as a dict, iteration over (name, value) pairs as ORT's API does."""
 
-    def __init__(self, state):
-        self._state = state
+    def __init__(self, owner):
+        self._owner = owner
+        self._state = owner._state
 
     def __len__(self):
         return len(self.keys())
@@ -93,7 +104,10 @@ class Parameters(_NamedValues):
     def __getitem__(self, name):
         if name not in self:
             self._raise_unknown(name, self._state.get_parameter)
-        return Parameter(self._state, name)
+        if self._state.is_nominal:  # as ORT: a nominal state's parameters are not there to read
+            raise InvalidArgument(f"Cannot get parameter '{name}' from a nominal state: load the parameter values "
+                                  "first (Module.copy_buffer_to_parameters(buffer, trainable_only=False))")
+        return Parameter(self._owner, name)
 
     def __setitem__(self, name, value):
         """Overwrites the parameter's value (same element type and shape)."""
@@ -127,8 +141,9 @@ class CheckpointState:
         if not isinstance(state, _edgetrain.CheckpointState):
             raise TypeError(f"Invalid argument for CheckpointState received {type(state)}")
         self._state = state
-        self._parameters = Parameters(state)
-        self._properties = Properties(state)
+        self._session = None  # the session of the Module that trains this state (for Parameter.grad)
+        self._parameters = Parameters(self)
+        self._properties = Properties(self)
 
     @classmethod
     def load_checkpoint(cls, checkpoint_uri):
@@ -190,6 +205,7 @@ class Module:
         eval_model = None if eval_model_uri is None else _model_argument(eval_model_uri)
         self._session = _edgetrain.TrainingSession(state._state, _model_argument(train_model_uri), eval_model,
                                                    num_threads)
+        state._session = self._session
 
     def __call__(self, *user_inputs):
         """A train step (training mode) or an eval step: the outputs, one array or a tuple of them."""
@@ -208,7 +224,7 @@ class Module:
         """The next train step overwrites the gradients instead of adding to them."""
         self._session.lazy_reset_grad()
 
-    def get_parameters_size(self, trainable_only=False):
+    def get_parameters_size(self, trainable_only=True):
         return self._session.get_parameters_size(trainable_only)
 
     def get_contiguous_parameters(self, trainable_only=False):

@@ -1,0 +1,3 @@
+"""``onnxruntime.training.api.lr_scheduler``'s names."""
+
+from . import LinearLRScheduler  # noqa: F401

@@ -1,0 +1,3 @@
+"""``onnxruntime.training.api.module``'s names."""
+
+from . import Module  # noqa: F401

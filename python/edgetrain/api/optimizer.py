@@ -1,0 +1,3 @@
+"""``onnxruntime.training.api.optimizer``'s names."""
+
+from . import Optimizer  # noqa: F401
