@@ -1,0 +1,85 @@
+"""The device side: a Flower ClientApp (``app``; ``dp_app`` adds Flower's fixedclipping_mod for client-side
+clipping under differential privacy) and a NumPyClient (``EdgetrainClient``) for Flower's older client API.
+
+Run config (the Flower App's pyproject.toml): ``artifacts`` (directory), ``local-epochs``, ``batch-size``,
+``lr`` (0: the artifacts' own), ``trainable-only``, ``threads``. Node config (flower-supernode --node-config):
+``data-path`` (an .npz with ``images`` and ``labels``: this device's data), ``client-id``, and ``fault``, a test
+hook that makes this client send a corrupt update ("nan" or "wrong-size")."""
+
+import numpy as np
+from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.client import NumPyClient
+from flwr.clientapp import ClientApp
+from flwr.clientapp.mod import fixedclipping_mod
+
+from . import LocalTrainer, from_arrays, to_arrays
+
+
+class EdgetrainClient(NumPyClient):
+    """Flower's NumPyClient over a LocalTrainer: the parameters are one flat float32 array."""
+
+    def __init__(self, trainer, images, labels, epochs=1, batch_size=64, lr=0.0, client_id=0, fault=""):
+        self.trainer, self.images, self.labels = trainer, images, labels
+        self.epochs, self.batch_size, self.lr = epochs, batch_size, lr
+        self.client_id, self.fault = client_id, fault
+
+    def get_parameters(self, config):
+        return [self.trainer.get_parameters()]
+
+    def fit(self, parameters, config):
+        if len(parameters) != 1:
+            raise ValueError(f"client {self.client_id}: expected one parameter buffer, got {len(parameters)} arrays")
+        self.trainer.set_parameters(parameters[0])
+        server_round = int(config.get("server-round", 0))
+        loss = self.trainer.fit(self.images, self.labels, self.epochs, self.batch_size, self.lr or None,
+                                seed=1000 * self.client_id + server_round,
+                                proximal_mu=float(config.get("proximal-mu", 0.0)))
+        buffer = self.trainer.get_parameters()
+        if self.fault == "nan":
+            buffer[::7] = np.nan
+        elif self.fault == "wrong-size":
+            buffer = buffer[:-10]
+        return [buffer], len(self.labels), {"train-loss": loss, "client-id": self.client_id}
+
+    def evaluate(self, parameters, config):
+        self.trainer.set_parameters(parameters[0])
+        loss, accuracy = self.trainer.evaluate(self.images, self.labels)
+        return loss, len(self.labels), {"accuracy": accuracy, "client-id": self.client_id}
+
+
+def client_from_context(context):
+    """The EdgetrainClient a SuperNode's context describes (see the module's doc for the keys)."""
+    run, node = context.run_config, context.node_config
+    data = np.load(str(node["data-path"]))
+    trainer = LocalTrainer(str(run["artifacts"]), trainable_only=bool(run.get("trainable-only", True)),
+                           threads=int(run.get("threads", 1)))
+    return EdgetrainClient(trainer, data["images"], data["labels"], epochs=int(run.get("local-epochs", 1)),
+                           batch_size=int(run.get("batch-size", 64)), lr=float(run.get("lr", 0.0)),
+                           client_id=int(node.get("client-id", 0)), fault=str(node.get("fault", "")))
+
+
+def _train(message: Message, context: Context) -> Message:
+    client = client_from_context(context)
+    [buffer], count, metrics = client.fit([from_arrays(message.content["arrays"])],
+                                          dict(message.content["config"]))
+    content = RecordDict({"arrays": to_arrays(buffer),
+                          "metrics": MetricRecord({**metrics, "num-examples": count})})
+    return Message(content=content, reply_to=message)
+
+
+def _evaluate(message: Message, context: Context) -> Message:
+    client = client_from_context(context)
+    loss, count, metrics = client.evaluate([from_arrays(message.content["arrays"])], {})
+    content = RecordDict({"metrics": MetricRecord({**metrics, "eval-loss": loss, "num-examples": count})})
+    return Message(content=content, reply_to=message)
+
+
+def _make_app(mods):
+    client_app = ClientApp(mods=mods)
+    client_app.train()(_train)
+    client_app.evaluate()(_evaluate)
+    return client_app
+
+
+app = _make_app([])
+dp_app = _make_app([fixedclipping_mod])
