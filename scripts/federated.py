@@ -148,7 +148,7 @@ def run(args):
                         artifacts, "--additional-output", "output"], check=True, stdout=subprocess.DEVNULL)
     prepare_data(args, out)
     late = set(range(args.clients - args.late_join, args.clients))
-    args.min_nodes = args.min_nodes or max(1, args.clients - len(late) - (1 if args.bad_client else 0) - 1)
+    args.min_nodes = args.min_nodes or args.clients - len(late)
     write_app(args, out, artifacts)
     env = dict(os.environ, FLWR_HOME=f"{out}/flwr-home", PYTHONUNBUFFERED="1")
     fed = Federation(out, env)
@@ -175,9 +175,10 @@ def run(args):
                     for i in sorted(late):
                         print(f"  client {i} joins late", flush=True)
                         fed.start_client(i)
-                if args.kill_every and r["round"] % args.kill_every == 0 and r["round"] < args.rounds:
-                    victim = int(rng.choice([i for i in fed.nodes if i not in late or r["round"] > 1]))
-                    restarts.append((time.time() + args.kill_delay, victim, r["round"] + 1))
+                next_round = r["round"] + 1
+                if args.kill_every and next_round % args.kill_every == 0 and next_round <= args.rounds:
+                    healthy = [i for i in fed.nodes if i not in killed and (i != 0 or not args.bad_client)]
+                    restarts.append((time.time() + args.kill_delay, int(rng.choice(healthy)), next_round))
             printed = len(rounds)
             for when, victim, rnd in list(restarts):
                 if time.time() >= when and victim not in killed:
@@ -234,13 +235,14 @@ def main():
     p.add_argument("--dp-noise", type=float, default=0.0, help="> 0: Flower's client-side fixed-clipping DP")
     p.add_argument("--dp-clip", type=float, default=1.0)
     p.add_argument("--fraction-evaluate", type=float, default=0.0, help="clients that also evaluate on their data")
-    p.add_argument("--min-nodes", type=int, default=0, help="clients a round needs (0: clients - faults - 1)")
+    p.add_argument("--min-nodes", type=int, default=0, help="clients a round needs (0: all but the late ones)")
     p.add_argument("--round-timeout", type=float, default=120.0, help="seconds a round waits for its clients")
     p.add_argument("--kill-every", type=int, default=0)
     p.add_argument("--kill-delay", type=float, default=1.0, help="seconds into the round the client is killed")
     p.add_argument("--restart-after", type=float, default=5.0)
     p.add_argument("--late-join", type=int, default=0)
-    p.add_argument("--bad-client", choices=["", "nan", "wrong-size"], default="")
+    p.add_argument("--bad-client", default="", help="client 0 sends corrupt updates: nan, wrong-size, or both "
+                   "alternating (nan,wrong-size)")
     p.add_argument("--samples", type=int, default=0, help="use the first N training images only (0: all)")
     p.add_argument("--test-samples", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)

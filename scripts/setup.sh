@@ -16,6 +16,7 @@ packages=(
   python3-torch python3-onnx python3-numpy          # oracle: PyTorch parity
   libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
+  python3-venv python3-matplotlib                   # federated learning: the Flower venv, the accuracy plot
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +44,14 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
   mkdir -p "$peers"
   ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
     "${npm_packages[@]}" >/dev/null
+fi
+
+# Federated learning: Flower (PyPI flwr) in its own venv over Debian's Python, versions pinned.
+flower_venv="$peers/venv-flower"
+if ! cmp -s scripts/flower-requirements.txt "$flower_venv/requirements.txt" 2>/dev/null; then
+  [ -x "$flower_venv/bin/pip" ] || /usr/bin/python3 -m venv --system-site-packages "$flower_venv"
+  "$flower_venv/bin/pip" install -q --disable-pip-version-check -r scripts/flower-requirements.txt
+  cp scripts/flower-requirements.txt "$flower_venv/requirements.txt"
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

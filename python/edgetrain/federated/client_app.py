@@ -4,7 +4,8 @@ clipping under differential privacy) and a NumPyClient (``EdgetrainClient``) for
 Run config (the Flower App's pyproject.toml): ``artifacts`` (directory), ``local-epochs``, ``batch-size``,
 ``lr`` (0: the artifacts' own), ``trainable-only``, ``threads``. Node config (flower-supernode --node-config):
 ``data-path`` (an .npz with ``images`` and ``labels``: this device's data), ``client-id``, and ``fault``, a test
-hook that makes this client send a corrupt update ("nan" or "wrong-size")."""
+hook that makes this client send corrupt updates ("nan", "wrong-size", or a comma-separated list of them,
+one per round in turn)."""
 
 import numpy as np
 from flwr.app import Context, Message, MetricRecord, RecordDict
@@ -35,10 +36,14 @@ class EdgetrainClient(NumPyClient):
                                 seed=1000 * self.client_id + server_round,
                                 proximal_mu=float(config.get("proximal-mu", 0.0)))
         buffer = self.trainer.get_parameters()
-        if self.fault == "nan":
+        faults = self.fault.split(",") if self.fault else []
+        fault = faults[(server_round - 1) % len(faults)] if faults else ""
+        if fault == "nan":
             buffer[::7] = np.nan
-        elif self.fault == "wrong-size":
+        elif fault == "wrong-size":
             buffer = buffer[:-10]
+        elif fault:
+            raise ValueError(f"client {self.client_id}: unknown fault '{fault}' (nan, wrong-size)")
         return [buffer], len(self.labels), {"train-loss": loss, "client-id": self.client_id}
 
     def evaluate(self, parameters, config):
