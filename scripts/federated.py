@@ -99,7 +99,7 @@ def write_app(args, out, artifacts):
     fraction_evaluate = args.fraction_evaluate
     config = {"artifacts": artifacts, "out-dir": out, "test-data": f"{out}/data/test.npz",
               "num-rounds": args.rounds, "strategy": args.strategy, "local-epochs": args.local_epochs,
-              "batch-size": args.batch_size, "lr": args.lr, "min-nodes": args.min_nodes,
+              "batch-size": args.batch_size, "lr": args.lr, "lr-decay": args.lr_decay, "min-nodes": args.min_nodes,
               "fraction-train": 1.0, "fraction-evaluate": fraction_evaluate, "round-timeout": args.round_timeout,
               "proximal-mu": args.proximal_mu, "server-lr": args.server_lr, "dp-noise": args.dp_noise,
               "dp-clip": args.dp_clip, "trainable-only": True, "threads": 1}
@@ -150,7 +150,8 @@ def run(args):
     late = set(range(args.clients - args.late_join, args.clients))
     args.min_nodes = args.min_nodes or args.clients - len(late)
     write_app(args, out, artifacts)
-    env = dict(os.environ, FLWR_HOME=f"{out}/flwr-home", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, FLWR_HOME=f"{out}/flwr-home", PYTHONUNBUFFERED="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))  # Flower's commands
     fed = Federation(out, env)
     os.makedirs(env["FLWR_HOME"])
     with open(f"{env['FLWR_HOME']}/config.toml", "w") as f:
@@ -230,6 +231,7 @@ def main():
     p.add_argument("--local-epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.0, help="client learning rate (0: the artifacts')")
+    p.add_argument("--lr-decay", type=float, default=0.9, help="round r trains with lr * lr_decay^(r-1)")
     p.add_argument("--proximal-mu", type=float, default=0.01)
     p.add_argument("--server-lr", type=float, default=0.01)
     p.add_argument("--dp-noise", type=float, default=0.0, help="> 0: Flower's client-side fixed-clipping DP")

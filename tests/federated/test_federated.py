@@ -226,7 +226,7 @@ def test_federation_on_loopback_survives_faults(tmp_path):
     rounds = [json.loads(line) for line in open(out / "rounds.jsonl")]
     assert [r["round"] for r in rounds] == [0, 1, 2, 3]
     accuracies = [r["accuracy"] for r in rounds]
-    assert accuracies[0] < 0.2 and accuracies[3] > 0.55 and accuracies[3] > accuracies[1] - 0.05
+    assert accuracies[0] < 0.2 and accuracies[3] > 0.45 and accuracies[3] > accuracies[1]
     assert rounds[1]["nodes"] == 3 and max(r["nodes"] for r in rounds[2:]) >= 4  # the late joiner is in
     refused = [e for e in map(json.loads, open(out / "events.jsonl")) if e["event"] == "refused"]
     assert [(e["round"], e["message"].split(" (")[0]) for e in refused] == [(1, "client 0"), (2, "client 0"),

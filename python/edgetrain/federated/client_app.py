@@ -2,7 +2,8 @@
 clipping under differential privacy) and a NumPyClient (``EdgetrainClient``) for Flower's older client API.
 
 Run config (the Flower App's pyproject.toml): ``artifacts`` (directory), ``local-epochs``, ``batch-size``,
-``lr`` (0: the artifacts' own), ``trainable-only``, ``threads``. Node config (flower-supernode --node-config):
+``lr`` (0: the artifacts' own), ``lr-decay`` (round r trains with lr * lr-decay^(r-1)), ``trainable-only``,
+``threads``. Node config (flower-supernode --node-config):
 ``data-path`` (an .npz with ``images`` and ``labels``: this device's data), ``client-id``, and ``fault``, a test
 hook that makes this client send corrupt updates ("nan", "wrong-size", or a comma-separated list of them,
 one per round in turn)."""
@@ -19,9 +20,9 @@ from . import LocalTrainer, from_arrays, to_arrays
 class EdgetrainClient(NumPyClient):
     """Flower's NumPyClient over a LocalTrainer: the parameters are one flat float32 array."""
 
-    def __init__(self, trainer, images, labels, epochs=1, batch_size=64, lr=0.0, client_id=0, fault=""):
+    def __init__(self, trainer, images, labels, epochs=1, batch_size=64, lr=0.0, client_id=0, fault="", lr_decay=1.0):
         self.trainer, self.images, self.labels = trainer, images, labels
-        self.epochs, self.batch_size, self.lr = epochs, batch_size, lr
+        self.epochs, self.batch_size, self.lr, self.lr_decay = epochs, batch_size, lr, lr_decay
         self.client_id, self.fault = client_id, fault
 
     def get_parameters(self, config):
@@ -32,7 +33,8 @@ class EdgetrainClient(NumPyClient):
             raise ValueError(f"client {self.client_id}: expected one parameter buffer, got {len(parameters)} arrays")
         self.trainer.set_parameters(parameters[0])
         server_round = int(config.get("server-round", 0))
-        loss = self.trainer.fit(self.images, self.labels, self.epochs, self.batch_size, self.lr or None,
+        lr = (self.lr or self.trainer.base_lr) * self.lr_decay ** max(0, server_round - 1)
+        loss = self.trainer.fit(self.images, self.labels, self.epochs, self.batch_size, lr,
                                 seed=1000 * self.client_id + server_round,
                                 proximal_mu=float(config.get("proximal-mu", 0.0)))
         buffer = self.trainer.get_parameters()
@@ -60,7 +62,8 @@ def client_from_context(context):
                            threads=int(run.get("threads", 1)))
     return EdgetrainClient(trainer, data["images"], data["labels"], epochs=int(run.get("local-epochs", 1)),
                            batch_size=int(run.get("batch-size", 64)), lr=float(run.get("lr", 0.0)),
-                           client_id=int(node.get("client-id", 0)), fault=str(node.get("fault", "")))
+                           client_id=int(node.get("client-id", 0)), fault=str(node.get("fault", "")),
+                           lr_decay=float(run.get("lr-decay", 1.0)))
 
 
 def _train(message: Message, context: Context) -> Message:
