@@ -3,7 +3,8 @@ separate processes on loopback, each client training the bundled MLP with edgetr
 (Dirichlet label skew) shard of Fashion-MNIST. Prints the global model's test accuracy per round, writes
 rounds.jsonl, events.jsonl, accuracy.png, the final global checkpoint and an inference ONNX model into --out.
 Faults on request: --kill-every K (a client is killed mid-round every K rounds and restarted), --late-join N
-(N clients start after round 1), --bad-client nan|wrong-size (one client sends corrupt updates).
+(N clients start after round 1), --bad-client nan|wrong-size (one client sends corrupt updates);
+--native-clients K: K clients train with the native C worker (examples/c/federated_worker.c) instead.
 Run it with scripts/federated.sh (the Flower venv and the built package)."""
 import argparse
 import json
@@ -51,8 +52,10 @@ class Federation:
             time.sleep(0.2)
         raise RuntimeError(f"the SuperLink did not open port {self.port} within 60 s (logs/superlink.log)")
 
-    def start_client(self, client_id, fault=""):
+    def start_client(self, client_id, fault="", native_worker=""):
         config = f'data-path="{self.out}/data/client-{client_id}.npz" client-id={client_id}'
+        if native_worker:
+            config += f' native-worker="{native_worker}"'
         if fault:
             config += f' fault="{fault}"'
         self.nodes[client_id] = self.spawn(f"client-{client_id}", [
@@ -157,13 +160,21 @@ def run(args):
     with open(f"{env['FLWR_HOME']}/config.toml", "w") as f:
         f.write(f'[superlink]\ndefault = "local"\n\n[superlink.local]\naddress = "127.0.0.1:{fed.port}"\n'
                 "insecure = true\n")
+    first_native = 1 if args.bad_client else 0  # native clients: the first healthy ones
+
+    def native(i):
+        return os.path.abspath(args.native_worker) if first_native <= i < first_native + args.native_clients else ""
+
+    for i in range(args.clients):
+        if native(i):
+            print(f"client {i}: native worker {native(i)}")
     deadline = time.time() + args.timeout
     failure = None
     try:
         fed.start_superlink()
         for i in range(args.clients):
             if i not in late:
-                fed.start_client(i, args.bad_client if args.bad_client and i == 0 else "")
+                fed.start_client(i, args.bad_client if args.bad_client and i == 0 else "", native(i))
         runner = fed.spawn("flwr-run", ["flwr", "run", f"{out}/app", "local", "--stream"])
         printed, killed, restarts = 0, {}, []
         rng = np.random.default_rng(args.seed)
@@ -175,7 +186,7 @@ def run(args):
                 if r["round"] == 1 and late:
                     for i in sorted(late):
                         print(f"  client {i} joins late", flush=True)
-                        fed.start_client(i)
+                        fed.start_client(i, native_worker=native(i))
                 next_round = r["round"] + 1
                 if args.kill_every and next_round % args.kill_every == 0 and next_round <= args.rounds:
                     healthy = [i for i in fed.nodes if i not in killed and (i != 0 or not args.bad_client)]
@@ -190,7 +201,7 @@ def run(args):
             for victim, at in list(killed.items()):
                 if time.time() - at > args.restart_after:
                     print(f"  client {victim} restarts", flush=True)
-                    fed.start_client(victim)
+                    fed.start_client(victim, native_worker=native(victim))
                     del killed[victim]
             if any(e.get("event") == "done" for e in read_jsonl(f"{out}/events.jsonl")):
                 break
@@ -245,6 +256,8 @@ def main():
     p.add_argument("--late-join", type=int, default=0)
     p.add_argument("--bad-client", default="", help="client 0 sends corrupt updates: nan, wrong-size, or both "
                    "alternating (nan,wrong-size)")
+    p.add_argument("--native-clients", type=int, default=0, help="clients that train with the native C worker")
+    p.add_argument("--native-worker", default=os.path.join(ROOT, "build", "examples", "federated_worker"))
     p.add_argument("--samples", type=int, default=0, help="use the first N training images only (0: all)")
     p.add_argument("--test-samples", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)

@@ -19,7 +19,7 @@ from flwr.supercore.task_identity import TaskIdentity
 import edgetrain
 from edgetrain.federated import (InvalidUpdate, LocalTrainer, check_update, dirichlet_shards, from_arrays, load_idx,
                                  to_arrays, validated)
-from edgetrain.federated.client_app import EdgetrainClient
+from edgetrain.federated.client_app import EdgetrainClient, NativeWorkerClient
 from edgetrain.federated.server_app import make_strategy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -212,14 +212,15 @@ def test_bad_inputs_are_named(tmp_path, mlp):
 
 
 def test_federation_on_loopback_survives_faults(tmp_path):
-    """3 clients, 3 rounds, real processes: client 0 sends NaN then a wrong-size buffer, client 3 joins after
-    round 1, a client is killed (SIGKILL) in round 2 and restarted. Every round completes, the bad updates are
+    """3 clients, 3 rounds, real processes: client 0 sends NaN then a wrong-size buffer, client 1 trains with the
+    native C worker, client 3 joins after round 1, a client is killed (SIGKILL) in round 2 and restarted. Every round completes, the bad updates are
     refused naming client 0, the global model stays finite and learns, and no process outlives the script."""
     out = tmp_path / "federation"
     cmd = [sys.executable, str(ROOT / "scripts" / "federated.py"), "--clients", "4", "--late-join", "1",
            "--rounds", "3", "--samples", "4000", "--test-samples", "2000", "--bad-client", "nan,wrong-size",
            "--kill-every", "2", "--kill-delay", "0.5", "--restart-after", "3", "--round-timeout", "20",
-           "--fraction-evaluate", "1", "--timeout", "200", "--edgetrain", str(BUILD / "edgetrain"), "--out", str(out)]
+           "--fraction-evaluate", "1", "--timeout", "200", "--edgetrain", str(BUILD / "edgetrain"), "--out", str(out),
+           "--native-worker", str(BUILD / "examples" / "federated_worker"), "--native-clients", "1"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     print(result.stdout, result.stderr[-3000:])
     assert result.returncode == 0
@@ -233,6 +234,7 @@ def test_federation_on_loopback_survives_faults(tmp_path):
                                                                            (3, "client 0")]
     assert "not finite" in refused[0]["message"] and "has shape [535808], expected [535818]" in refused[1]["message"]
     assert "killing client" in result.stdout and "client 3 joins late" in result.stdout
+    assert "client 1: native worker" in result.stdout
     assert (out / "accuracy.png").stat().st_size > 1000
     final = LocalTrainer(str(out / "artifacts"))
     state = edgetrain.api.CheckpointState.load_checkpoint(str(out / "global_checkpoint"))
@@ -252,3 +254,43 @@ def processes_with_env(entry):
         except OSError:
             pass
     return found
+
+
+@pytest.fixture(scope="module")
+def worker():
+    path = BUILD / "examples" / "federated_worker"
+    assert path.exists(), f"{path} is not built (ninja -C build federated_worker)"
+    return str(path)
+
+
+def test_native_worker_trains_like_the_python_client(mlp, fashion, worker):
+    """One full-batch step: the C worker and the in-process client start from the same buffer and agree (to float
+    rounding: a few weights differ in the last bits)."""
+    images, labels = fashion
+    images, labels = images[:256], labels[:256]
+    native = NativeWorkerClient(worker, mlp, images, labels, batch_size=256, lr=1e-3, client_id=2)
+    local = EdgetrainClient(LocalTrainer(mlp, threads=1), images, labels, batch_size=256, lr=1e-3, client_id=2)
+    [start] = local.get_parameters({})
+    [ours], count, metrics = native.fit([start], {"server-round": 1})
+    [theirs], _, local_metrics = local.fit([start], {"server-round": 1})
+    assert count == 256 and metrics["client-id"] == 2 and ours.shape == start.shape
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    assert metrics["train-loss"] == pytest.approx(local_metrics["train-loss"], rel=1e-5)
+    loss, count, metrics = native.evaluate([ours], {})
+    local_loss, _, local_metrics = local.evaluate([ours], {})
+    assert count == 256 and loss == pytest.approx(local_loss, rel=1e-5)
+    assert metrics["accuracy"] == local_metrics["accuracy"]
+
+
+def test_native_worker_errors_name_the_file(mlp, fashion, worker, tmp_path):
+    images, labels = fashion
+    native = NativeWorkerClient(worker, mlp, images[:8], labels[:8], client_id=5, lr=1e-3)
+    with pytest.raises(edgetrain.InvalidArgument, match=r"client 5: the native worker failed: .*'.*/in' holds 12 "
+                       r"bytes, the trainable buffer is 535818 floats"):
+        native.fit([np.zeros(3, np.float32)], {})
+    broken = NativeWorkerClient(worker, str(tmp_path), images[:8], labels[:8], client_id=6, lr=1e-3)
+    with pytest.raises(edgetrain.InvalidArgument,
+                       match=r"client 6: the native worker failed: federated_worker: load checkpoint: cannot open "):
+        broken.evaluate([np.zeros(3, np.float32)], {})
+    usage = subprocess.run([worker, "train", mlp], capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage: federated_worker train" in usage.stderr

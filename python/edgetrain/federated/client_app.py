@@ -4,9 +4,12 @@ clipping under differential privacy) and a NumPyClient (``EdgetrainClient``) for
 Run config (the Flower App's pyproject.toml): ``artifacts`` (directory), ``local-epochs``, ``batch-size``,
 ``lr`` (0: the artifacts' own), ``lr-decay`` (round r trains with lr * lr-decay^(r-1)), ``trainable-only``,
 ``threads``. Node config (flower-supernode --node-config):
-``data-path`` (an .npz with ``images`` and ``labels``: this device's data), ``client-id``, and ``fault``, a test
+``data-path`` (an .npz with ``images`` and ``labels``: this device's data), ``client-id``, ``native-worker`` (the
+path of examples/c/federated_worker: train with it instead of in this process), and ``fault``, a test
 hook that makes this client send corrupt updates ("nan", "wrong-size", or a comma-separated list of them,
 one per round in turn)."""
+
+import os
 
 import numpy as np
 from flwr.app import Context, Message, MetricRecord, RecordDict
@@ -14,6 +17,7 @@ from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import fixedclipping_mod
 
+from .. import InvalidArgument
 from . import LocalTrainer, from_arrays, to_arrays
 
 
@@ -54,10 +58,56 @@ class EdgetrainClient(NumPyClient):
         return loss, len(self.labels), {"accuracy": accuracy, "client-id": self.client_id}
 
 
+class NativeWorkerClient(NumPyClient):
+    """A thin Flower client that drives a native edgetrain worker (examples/c/federated_worker.c, C ABI only): the
+    shape of a device without Python, where this process only speaks Flower's protocol."""
+
+    def __init__(self, worker, artifacts, images, labels, epochs=1, batch_size=64, lr=0.0, client_id=0,
+                 lr_decay=1.0, timeout=600):
+        self.worker, self.artifacts, self.timeout = worker, artifacts, timeout
+        self.images, self.labels = np.ascontiguousarray(images, np.float32), np.ascontiguousarray(labels, np.int64)
+        self.epochs, self.batch_size, self.lr, self.lr_decay, self.client_id = epochs, batch_size, lr, lr_decay, client_id
+
+    def _run(self, mode, parameters, extra):
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            files = {name: os.path.join(tmp, name) for name in ("images", "labels", "in", "out")}
+            self.images.tofile(files["images"])
+            self.labels.tofile(files["labels"])
+            np.ascontiguousarray(parameters, np.float32).tofile(files["in"])
+            shape = "x".join(map(str, self.images.shape[1:]))
+            cmd = [self.worker, mode, self.artifacts, shape, files["images"], files["labels"], files["in"]]
+            done = subprocess.run(cmd + ([files["out"]] + extra if mode == "train" else []), capture_output=True,
+                                  text=True, timeout=self.timeout)
+            if done.returncode != 0:
+                raise InvalidArgument(f"client {self.client_id}: the native worker failed: {done.stderr.strip()}")
+            result = dict(item.split("=") for item in done.stdout.split())
+            update = np.fromfile(files["out"], np.float32) if mode == "train" else None
+        return update, int(result["samples"]), float(result["loss"]), float(result.get("accuracy", "nan"))
+
+    def fit(self, parameters, config):
+        server_round = int(config.get("server-round", 1))
+        base_lr = self.lr or LocalTrainer(self.artifacts, threads=1).base_lr  # the artifacts' own rate
+        lr = base_lr * self.lr_decay ** max(0, server_round - 1)
+        update, count, loss, _ = self._run("train", parameters[0], [str(self.epochs), str(self.batch_size), repr(lr),
+                                                                    str(1000 * self.client_id + server_round)])
+        return [update], count, {"train-loss": loss, "client-id": self.client_id}
+
+    def evaluate(self, parameters, config):
+        _, count, loss, accuracy = self._run("eval", parameters[0], [])
+        return loss, count, {"accuracy": accuracy, "client-id": self.client_id}
+
+
 def client_from_context(context):
     """The EdgetrainClient a SuperNode's context describes (see the module's doc for the keys)."""
     run, node = context.run_config, context.node_config
     data = np.load(str(node["data-path"]))
+    if node.get("native-worker"):
+        return NativeWorkerClient(str(node["native-worker"]), str(run["artifacts"]), data["images"], data["labels"],
+                                  epochs=int(run.get("local-epochs", 1)), batch_size=int(run.get("batch-size", 64)),
+                                  lr=float(run.get("lr", 0.0)), client_id=int(node.get("client-id", 0)),
+                                  lr_decay=float(run.get("lr-decay", 1.0)))
     trainer = LocalTrainer(str(run["artifacts"]), trainable_only=bool(run.get("trainable-only", True)),
                            threads=int(run.get("threads", 1)))
     return EdgetrainClient(trainer, data["images"], data["labels"], epochs=int(run.get("local-epochs", 1)),
