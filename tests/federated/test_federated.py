@@ -213,8 +213,9 @@ def test_bad_inputs_are_named(tmp_path, mlp):
 
 def test_federation_on_loopback_survives_faults(tmp_path):
     """3 clients, 3 rounds, real processes: client 0 sends NaN then a wrong-size buffer, client 1 trains with the
-    native C worker, client 3 joins after round 1, a client is killed (SIGKILL) in round 2 and restarted. Every round completes, the bad updates are
-    refused naming client 0, the global model stays finite and learns, and no process outlives the script."""
+    native C worker, client 3 joins after round 1, a client is killed (SIGKILL) in round 2 and restarted. Every
+    round completes, the bad updates are refused naming client 0, the global model stays finite and learns, and no
+    process outlives the script."""
     out = tmp_path / "federation"
     cmd = [sys.executable, str(ROOT / "scripts" / "federated.py"), "--clients", "4", "--late-join", "1",
            "--rounds", "3", "--samples", "4000", "--test-samples", "2000", "--bad-client", "nan,wrong-size",

@@ -66,7 +66,8 @@ class NativeWorkerClient(NumPyClient):
                  lr_decay=1.0, timeout=600):
         self.worker, self.artifacts, self.timeout = worker, artifacts, timeout
         self.images, self.labels = np.ascontiguousarray(images, np.float32), np.ascontiguousarray(labels, np.int64)
-        self.epochs, self.batch_size, self.lr, self.lr_decay, self.client_id = epochs, batch_size, lr, lr_decay, client_id
+        self.epochs, self.batch_size, self.lr, self.lr_decay = epochs, batch_size, lr, lr_decay
+        self.client_id = client_id
 
     def _run(self, mode, parameters, extra):
         import subprocess
