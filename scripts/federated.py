@@ -66,6 +66,19 @@ class Federation:
         os.killpg(self.nodes[client_id].pid, signal.SIGKILL)  # the SuperNode and its ClientApp process
         self.nodes[client_id].wait()
 
+    def detached(self):
+        """Processes of this federation outside our process groups (Flower starts its SuperExec in a new session):
+        found by the FLWR_HOME every one of them inherits."""
+        marker = f"FLWR_HOME={self.env['FLWR_HOME']}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and marker in open(f"/proc/{entry}/environ", "rb").read().split(b"\0"):
+                    found.append(int(entry))
+            except OSError:
+                pass
+        return [pid for pid in found if pid != os.getpid()]
+
     def stop(self):
         for proc in self.procs:
             if proc.poll() is None:
@@ -77,6 +90,15 @@ class Federation:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in self.detached():
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            deadline = time.time() + 5
+            while self.detached() and time.time() < deadline:
+                time.sleep(0.1)
 
 
 def prepare_data(args, out):
@@ -118,19 +140,25 @@ def write_app(args, out, artifacts):
         f.write("\n".join(lines) + "\n")
 
 
-def plot(out, rounds, title):
+def plot(png, runs, title):
+    """Test accuracy per round of each (label, rounds) in ``runs``, into ``png``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    ax.plot([r["round"] for r in rounds], [100 * r["accuracy"] for r in rounds], marker="o")
+    for label, rounds in runs:
+        ax.plot([r["round"] for r in rounds], [100 * r["accuracy"] for r in rounds], marker="o", markersize=3,
+                label=label)
     ax.axhline(85, color="gray", linestyle="--", linewidth=1)
+    ax.set_ylim(bottom=50)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
+    if len(runs) > 1:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(f"{out}/accuracy.png")
+    fig.savefig(png)
 
 
 def read_jsonl(path):
@@ -221,8 +249,11 @@ def run(args):
             print(f"round {e['round']}: refused an update: {e['error']}: {e['message']}")
     rounds = read_jsonl(f"{out}/rounds.jsonl")
     if rounds:
-        plot(out, rounds, f"{args.strategy}, {args.clients} clients, Dirichlet alpha {args.alpha}"
-             + (f", a client killed every {args.kill_every} rounds" if args.kill_every else ""))
+        label = f"{args.strategy}" + (f", a client killed every {args.kill_every} rounds" if args.kill_every else "")
+        with open(f"{out}/label.txt", "w") as f:
+            f.write(label)
+        plot(f"{out}/accuracy.png", [(label, rounds)],
+             f"Fashion-MNIST MLP, {args.clients} clients, Dirichlet alpha {args.alpha}: {label}")
     if failure:
         sys.exit(f"federated: {failure}")
     best = max(r["accuracy"] for r in rounds)
@@ -266,7 +297,13 @@ def main():
     p.add_argument("--artifacts", default="", help="an artifact directory (default: the MLP's, generated)")
     p.add_argument("--edgetrain", default=os.path.join(ROOT, "build", "edgetrain"))
     p.add_argument("--out", default=os.path.join(ROOT, "build", "federated"))
-    run(p.parse_args())
+    p.add_argument("--plot-only", nargs="+", metavar="DIR", help="only plot these earlier runs together into --out")
+    args = p.parse_args()
+    if args.plot_only:
+        runs = [(open(f"{d}/label.txt").read(), read_jsonl(f"{d}/rounds.jsonl")) for d in args.plot_only]
+        plot(args.out, runs, "Fashion-MNIST MLP, federated on Flower (test accuracy of the global model)")
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

@@ -219,10 +219,10 @@ def test_federation_on_loopback_survives_faults(tmp_path):
     out = tmp_path / "federation"
     cmd = [sys.executable, str(ROOT / "scripts" / "federated.py"), "--clients", "4", "--late-join", "1",
            "--rounds", "3", "--samples", "4000", "--test-samples", "2000", "--bad-client", "nan,wrong-size",
-           "--kill-every", "2", "--kill-delay", "0.5", "--restart-after", "3", "--round-timeout", "20",
-           "--fraction-evaluate", "1", "--timeout", "200", "--edgetrain", str(BUILD / "edgetrain"), "--out", str(out),
+           "--kill-every", "2", "--kill-delay", "0.5", "--restart-after", "3", "--round-timeout", "30",
+           "--fraction-evaluate", "1", "--timeout", "230", "--edgetrain", str(BUILD / "edgetrain"), "--out", str(out),
            "--native-worker", str(BUILD / "examples" / "federated_worker"), "--native-clients", "1"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=270)
     print(result.stdout, result.stderr[-3000:])
     assert result.returncode == 0
     rounds = [json.loads(line) for line in open(out / "rounds.jsonl")]
