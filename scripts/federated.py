@@ -120,7 +120,8 @@ def prepare_data(args, out):
 
 def write_app(args, out, artifacts):
     """The Flower App: only a pyproject.toml; its components come from the installed edgetrain package."""
-    clientapp = "dp_app" if args.dp_noise > 0 else "app"
+    clientapp = "dp_app" if args.dp_noise > 0 else "secagg_app" if args.secagg else "app"
+    serverapp = "secagg_app" if args.secagg else "app"
     fraction_evaluate = args.fraction_evaluate
     config = {"artifacts": artifacts, "out-dir": out, "test-data": f"{out}/data/test.npz",
               "num-rounds": args.rounds, "strategy": args.strategy, "local-epochs": args.local_epochs,
@@ -132,7 +133,7 @@ def write_app(args, out, artifacts):
              "[project]", 'name = "edgetrain-federated"', 'version = "1.0.0"',
              'description = "edgetrain devices training one model with Flower"', 'license = "Apache-2.0"',
              "dependencies = []", "", "[tool.flwr.app]", 'publisher = "edgetrain"', "",
-             "[tool.flwr.app.components]", 'serverapp = "edgetrain.federated.server_app:app"',
+             "[tool.flwr.app.components]", f'serverapp = "edgetrain.federated.server_app:{serverapp}"',
              f'clientapp = "edgetrain.federated.client_app:{clientapp}"', "", "[tool.flwr.app.config]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in config.items()]
     os.makedirs(f"{out}/app", exist_ok=True)
@@ -278,6 +279,7 @@ def main():
     p.add_argument("--server-lr", type=float, default=0.01)
     p.add_argument("--dp-noise", type=float, default=0.0, help="> 0: Flower's client-side fixed-clipping DP")
     p.add_argument("--dp-clip", type=float, default=1.0)
+    p.add_argument("--secagg", action="store_true", help="FedAvg under Flower's SecAgg+ (no per-update checks)")
     p.add_argument("--fraction-evaluate", type=float, default=0.0, help="clients that also evaluate on their data")
     p.add_argument("--min-nodes", type=int, default=0, help="clients a round needs (0: all but the late ones)")
     p.add_argument("--round-timeout", type=float, default=120.0, help="seconds a round waits for its clients")

@@ -1,5 +1,6 @@
 """The device side: a Flower ClientApp (``app``; ``dp_app`` adds Flower's fixedclipping_mod for client-side
-clipping under differential privacy) and a NumPyClient (``EdgetrainClient``) for Flower's older client API.
+clipping under differential privacy; ``secagg_app`` speaks Flower's SecAgg+ with server_app:secagg_app) and a
+NumPyClient (``EdgetrainClient``) for Flower's older client API.
 
 Run config (the Flower App's pyproject.toml): ``artifacts`` (directory), ``local-epochs``, ``batch-size``,
 ``lr`` (0: the artifacts' own), ``lr-decay`` (round r trains with lr * lr-decay^(r-1)), ``trainable-only``,
@@ -15,6 +16,7 @@ import numpy as np
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
+from flwr.client.mod import secaggplus_mod
 from flwr.clientapp.mod import fixedclipping_mod
 
 from .. import InvalidArgument
@@ -142,3 +144,4 @@ def _make_app(mods):
 
 app = _make_app([])
 dp_app = _make_app([fixedclipping_mod])
+secagg_app = ClientApp(client_fn=lambda context: client_from_context(context).to_client(), mods=[secaggplus_mod])
