@@ -295,3 +295,14 @@ def test_native_worker_errors_name_the_file(mlp, fashion, worker, tmp_path):
         broken.evaluate([np.zeros(3, np.float32)], {})
     usage = subprocess.run([worker, "train", mlp], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage: federated_worker train" in usage.stderr
+
+
+def test_secagg_client_takes_the_dequantized_float64_model(mlp, fashion):
+    images, labels = fashion
+    client = EdgetrainClient(LocalTrainer(mlp, threads=1), images[:64], labels[:64])
+    [start] = client.get_parameters({})
+    with pytest.raises(InvalidUpdate, match="is float64, not float32"):
+        client.fit([start.astype(np.float64)], {})
+    client.from_float64 = True  # as client_app:secagg_app sets it
+    [trained], count, _ = client.fit([start.astype(np.float64)], {"server-round": 1})
+    assert trained.dtype == np.float32 and count == 64 and np.isfinite(trained).all()

@@ -30,11 +30,14 @@ class EdgetrainClient(NumPyClient):
         self.trainer, self.images, self.labels = trainer, images, labels
         self.epochs, self.batch_size, self.lr, self.lr_decay = epochs, batch_size, lr, lr_decay
         self.client_id, self.fault = client_id, fault
+        self.from_float64 = False  # SecAgg+ hands out the dequantized global model in float64
 
     def get_parameters(self, config):
         return [self.trainer.get_parameters()]
 
     def fit(self, parameters, config):
+        if self.from_float64:
+            parameters = [np.asarray(p, np.float32) if p.dtype == np.float64 else p for p in parameters]
         if len(parameters) != 1:
             raise ValueError(f"client {self.client_id}: expected one parameter buffer, got {len(parameters)} arrays")
         self.trainer.set_parameters(parameters[0])
@@ -55,7 +58,7 @@ class EdgetrainClient(NumPyClient):
         return [buffer], len(self.labels), {"train-loss": loss, "client-id": self.client_id}
 
     def evaluate(self, parameters, config):
-        self.trainer.set_parameters(parameters[0])
+        self.trainer.set_parameters(np.asarray(parameters[0], np.float32) if self.from_float64 else parameters[0])
         loss, accuracy = self.trainer.evaluate(self.images, self.labels)
         return loss, len(self.labels), {"accuracy": accuracy, "client-id": self.client_id}
 
@@ -144,4 +147,12 @@ def _make_app(mods):
 
 app = _make_app([])
 dp_app = _make_app([fixedclipping_mod])
-secagg_app = ClientApp(client_fn=lambda context: client_from_context(context).to_client(), mods=[secaggplus_mod])
+
+
+def _secagg_client(context):
+    client = client_from_context(context)
+    client.from_float64 = True
+    return client.to_client()
+
+
+secagg_app = ClientApp(client_fn=_secagg_client, mods=[secaggplus_mod])

@@ -103,7 +103,7 @@ def secagg_main(grid: Grid, context: Context) -> None:
     test = np.load(str(run["test-data"]))
 
     def evaluate(server_round, ndarrays, config):
-        trainer.set_parameters(ndarrays[0])
+        trainer.set_parameters(np.asarray(ndarrays[0], np.float32))  # SecAgg+ dequantizes to float64
         loss, accuracy = trainer.evaluate(test["images"], test["labels"])
         with open(os.path.join(out_dir, "rounds.jsonl"), "a") as f:
             f.write(json.dumps({"time": round(time.time() - started, 3), "round": server_round, "accuracy": accuracy,
@@ -121,7 +121,7 @@ def secagg_main(grid: Grid, context: Context) -> None:
                              reconstruction_threshold=int(run.get("secagg-threshold", max(2, min_nodes - 1))),
                              timeout=float(run.get("round-timeout", 600)))
     DefaultWorkflow(fit_workflow=fit)(grid, legacy)
-    trainer.set_parameters(legacy.state.array_records["parameters"].to_numpy_ndarrays()[0])
+    trainer.set_parameters(legacy.state.array_records["parameters"].to_numpy_ndarrays()[0].astype(np.float32))
     trainer.save(os.path.join(out_dir, "global_checkpoint"), os.path.join(out_dir, "global_model.onnx"))
     with open(os.path.join(out_dir, "events.jsonl"), "a") as f:
         f.write(json.dumps({"event": "done", "rounds": rounds}) + "\n")
