@@ -17,6 +17,7 @@ packages=(
   libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
   python3-torchvision python3-venv                  # the model zoo (tests/model_zoo_test.py); PyPI peers' venvs
+  python3-matplotlib                                # federated learning: the accuracy plot
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -44,6 +45,15 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
   mkdir -p "$peers"
   ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$peers" --no-audit --no-fund --save-exact \
     "${npm_packages[@]}" >/dev/null
+fi
+
+# Federated learning: Flower (PyPI flwr) in its own venv over Debian's Python, versions pinned.
+flower_venv="$peers/venv-flower"
+if ! cmp -s scripts/flower-requirements.txt "$flower_venv/requirements.txt" 2>/dev/null; then
+  mkdir -p "$peers"
+  [ -x "$flower_venv/bin/pip" ] || /usr/bin/python3 -m venv --system-site-packages "$flower_venv"
+  "$flower_venv/bin/pip" install -q --disable-pip-version-check -r scripts/flower-requirements.txt
+  cp scripts/flower-requirements.txt "$flower_venv/requirements.txt"
 fi
 
 # Peer from PyPI: ONNX Runtime 1.19.2's native training build, the oracle of the Python API tests and bench/zoo.py's

@@ -46,6 +46,8 @@ def _metadata():
     lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {_version()}",
              f"Summary: {project['description']}", f"Requires-Python: {project['requires-python']}"]
     lines += [f"Requires-Dist: {requirement}" for requirement in project.get("dependencies", [])]
+    for extra, requirements in project.get("optional-dependencies", {}).items():
+        lines += [f"Provides-Extra: {extra}"] + [f'Requires-Dist: {r}; extra == "{extra}"' for r in requirements]
     return "\n".join(lines) + "\n"
 
 
