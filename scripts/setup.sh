@@ -16,6 +16,7 @@ packages=(
   python3-torch python3-onnx python3-numpy          # oracle: PyTorch parity
   libopenblas0-pthread                              # PyTorch's BLAS (else Debian's torch runs on netlib's reference BLAS)
   dataset-fashion-mnist                             # real data
+  clang libclang-rt-14-dev libomp-14-dev            # reliability: ASan/UBSan/TSan builds and libFuzzer harnesses
 )
 missing=()
 for p in "${packages[@]}"; do
