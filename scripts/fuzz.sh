@@ -53,7 +53,7 @@ for harness in "${harnesses[@]}"; do
       done ;;
   esac
   log=$work/$harness/last_run.log
-  if "$build/tests/fuzz/fuzz_$harness" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
+  if "$build/tests/fuzz/fuzz_$harness" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=17000 \
       -max_len=400000 -print_final_stats=1 -artifact_prefix="$work/$harness/" >"$log" 2>&1; then
     result=ok
   else

@@ -23,6 +23,7 @@ CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 ninja -C build-asan "${sanitized[@]}"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j2 --timeout 1500 \
-  -E "NOT_BUILT|parity|python|onnx_backend|ort_compat|cli_test|train_cli|fashion_mnist")
+  -E "NOT_BUILT|parity|python|onnx_backend|ort_compat|cli_test|train_cli|fashion_mnist|Sigkill")
+scripts/soak.sh 2 1000 build-asan/edgetrain
 echo "== fuzzing: each harness for 30 s under ASan+UBSan =="
 scripts/fuzz.sh 30

@@ -55,7 +55,9 @@ struct ArtifactDir {
 const ArtifactDir& LeNetBn() {
   static ArtifactDir set = [] {
     ArtifactDir a{TempDir("lenet_bn")};
-    GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), ArtifactOptions{});
+    ArtifactOptions options;
+    options.additional_outputs = {"output"};  // an eval output to export
+    GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
     return a;
   }();
   return set;
@@ -70,9 +72,9 @@ const ArtifactDir& Mlp() {
   return set;
 }
 
-TrainingSession Open(const ArtifactDir& a) {
+TrainingSession Open(const ArtifactDir& a, int threads = 1) {
   return TrainingSession(CheckpointState::Load(a.checkpoint().string()), a.training().string(), a.eval().string(),
-                         a.optimizer().string());
+                         a.optimizer().string(), TrainingSessionOptions{.num_threads = threads});
 }
 
 std::vector<Tensor> Batch(int64_t n, uint32_t seed) {
@@ -245,14 +247,14 @@ TEST(GraphValidation, SubgraphNestingDepthIsBounded) {
 // ---- concurrency contract ----
 
 TEST(Concurrency, SeparateSessionsOnSeparateThreadsMatchRunningAlone) {
-  TrainingSession alone = Open(LeNetBn());
+  TrainingSession alone = Open(LeNetBn(), 2);  // each session's kernels run on its own 2 threads
   const std::vector<float> losses = Train(alone, 4, 7);
   const std::vector<float> parameters = Parameters(alone);
   std::vector<std::vector<float>> thread_losses(3), thread_parameters(3);
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {
-      TrainingSession s = Open(LeNetBn());
+      TrainingSession s = Open(LeNetBn(), 2);
       thread_losses[t] = Train(s, 4, 7);
       thread_parameters[t] = Parameters(s);
     });

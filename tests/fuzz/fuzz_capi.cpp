@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   et_error_free(et_training_session_get_parameters_size(session, true, &parameters));
   if (parameters > 0 && parameters < (1u << 22)) {
     std::vector<float> flat(parameters);
-    et_error_free(et_training_session_copy_parameters_to_buffer(session, flat.data(), flat.size()));
-    et_error_free(et_training_session_copy_buffer_to_parameters(session, flat.data(), flat.size()));
+    et_error_free(et_training_session_copy_parameters_to_buffer(session, flat.data(), flat.size(), true));
+    et_error_free(et_training_session_copy_buffer_to_parameters(session, flat.data(), flat.size(), true));
   }
   et_values* outputs = nullptr;
   error = et_training_session_train_step(session, nullptr, 0, &outputs);  // no inputs: a typed error or a run
