@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Dataset dataset;
     dataset.columns.push_back({"x", path, idx ? ReadIdx(path) : ReadDataArray(path)});
     dataset.size = dataset.columns[0].values.rank() ? dataset.columns[0].values.dim(0) : 0;
-    ValueInfo input{"x", DataType::kFloat32, true, {Dim{}, Dim{4}}, false};
+    ValueInfo input{"x", DataType::kFloat32, true, {Dim{-1, "batch"}, Dim{4, ""}}, false};
     if (dataset.size > 0) {
       std::vector<int64_t> rows = {0, dataset.size - 1};
       MakeBatch(dataset.columns[0], input, rows);
