@@ -66,7 +66,7 @@ TEST(Importer, TruncatedModelFile) {
 }
 
 TEST(Importer, CorruptModelFile) {
-  std::string path = WriteFile("corrupt.onnx", std::string("\xff\xff\xff\xff garbage that is not protobuf", 36));
+  std::string path = WriteFile("corrupt.onnx", std::string("\xff\xff\xff\xff garbage that is not protobuf"));
   EXPECT_ERROR(LoadModel(path), ErrorCode::kInvalidModel, "corrupt.onnx");
   EXPECT_ERROR(LoadModel(WriteFile("empty.onnx", "")), ErrorCode::kInvalidModel, "empty.onnx");
 }

@@ -275,20 +275,99 @@ Checkpoint ParseCheckpoint(const uint8_t* data, size_t size, const std::string& 
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-// Receives tensor bytes when they go to `<checkpoint>.data`; returns each tensor's offset.
+// Receives tensor bytes when they go to `<checkpoint>.data`; returns each tensor's offset. Without a
+// file it only counts, from offset 0, the bytes the tensors will take.
 class ExternalDataSink {
  public:
-  explicit ExternalDataSink(AtomicFileWriter& file) : file_(file) {}
+  explicit ExternalDataSink(AtomicFileWriter* file) : file_(file) {}
   int64_t Append(const Tensor& tensor) {
-    file_.Pad(DataTypeSize(tensor.dtype()) == 8 ? 8 : 4);
-    auto offset = static_cast<int64_t>(file_.position());
-    file_.Write(tensor.raw(), tensor.nbytes());
+    const uint64_t alignment = DataTypeSize(tensor.dtype()) == 8 ? 8 : 4;
+    if (file_) {
+      file_->Pad(alignment);
+      auto offset = static_cast<int64_t>(file_->position());
+      file_->Write(tensor.raw(), tensor.nbytes());
+      return offset;
+    }
+    counted_ = (counted_ + alignment - 1) / alignment * alignment;
+    auto offset = static_cast<int64_t>(counted_);
+    counted_ += tensor.nbytes();
     return offset;
   }
+  uint64_t counted() const { return counted_; }
 
  private:
-  AtomicFileWriter& file_;
+  AtomicFileWriter* file_;
+  uint64_t counted_ = 0;
 };
+
+// The bytes [begin, end) of `<path>.data` that the checkpoint now at `path` reads; nullopt when it
+// keeps no external data (or cannot be read: then nothing valid refers to the old data file).
+std::optional<std::pair<uint64_t, uint64_t>> LiveExternalRange(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = ReadWholeFile(path, "checkpoint");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), kVerifierMaxDepth, kVerifierMaxTables);
+  if (bytes.size() < 8 || !odtc::CheckpointBufferHasIdentifier(bytes.data()) || !odtc::VerifyCheckpointBuffer(verifier))
+    return std::nullopt;
+  const odtc::Checkpoint* root = odtc::GetCheckpoint(bytes.data());
+  const odtc::ModuleState* module = root->module_state();
+  if (!module || !module->has_external_data()) return std::nullopt;
+  uint64_t begin = UINT64_MAX, end = 0;
+  bool bad = false;
+  auto add = [&](const flatbuffers::Vector<flatbuffers::Offset<odtc::Tensor>>* tensors) {
+    if (!tensors) return;
+    for (const odtc::Tensor* t : *tensors) {
+      if (t->external_data_offset() < 0) continue;
+      uint64_t n = DataTypeSize(ReadDataType(t->data_type(), "tensor"));
+      if (t->dims())
+        for (int64_t d : *t->dims()) {
+          if (d < 0 || (d > 0 && n > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) {
+            bad = true;
+            return;
+          }
+          n *= static_cast<uint64_t>(d);
+        }
+      begin = std::min(begin, static_cast<uint64_t>(t->external_data_offset()));
+      end = std::max(end, static_cast<uint64_t>(t->external_data_offset()) + n);
+    }
+  };
+  try {
+    add(module->requires_grad_params());
+    add(module->frozen_params());
+    if (root->optimizer_groups())
+      for (const odtc::OptimizerGroup* group : *root->optimizer_groups())
+        if (group->optimizer_states())
+          for (const odtc::ParameterOptimizerState* state : *group->optimizer_states()) add(state->momentums());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  std::error_code error;
+  const uint64_t data_size = std::filesystem::file_size(ExternalDataPath(path), error);
+  if (bad || end == 0 || error || end > data_size) return std::nullopt;
+  return std::make_pair(begin, end);
+}
+
+// Copies bytes [begin, end) of `source` into `file` (which is at offset `begin`).
+void CopyFileRange(const std::string& source, uint64_t begin, uint64_t end, AtomicFileWriter& file) {
+  int fd = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  ET_CHECK(fd >= 0, ErrorCode::kIoError, "cannot read external data file '", source, "': ", SystemError());
+  std::vector<uint8_t> chunk(std::min<uint64_t>(end - begin, 1 << 20));
+  while (begin < end) {
+    ssize_t n = ::pread(fd, chunk.data(), std::min<uint64_t>(chunk.size(), end - begin), static_cast<off_t>(begin));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string reason = n == 0 ? "file is shorter than its checkpoint says" : SystemError();
+      ::close(fd);
+      Fail(ErrorCode::kIoError, "cannot read external data file '", source, "': ", reason);
+    }
+    file.Write(chunk.data(), static_cast<size_t>(n));
+    begin += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+}
 
 using TensorOffset = flatbuffers::Offset<odtc::Tensor>;
 
@@ -444,13 +523,34 @@ void SaveCheckpoint(const Checkpoint& checkpoint, const std::string& path, bool 
   AtomicFileWriter file(path);
   std::optional<AtomicFileWriter> data_file;
   std::optional<ExternalDataSink> sink;
+  std::optional<std::pair<uint64_t, uint64_t>> keep;  // old bytes to copy after the new tensors
   if (use_external) {
+    // `<path>.data` is renamed into place before `path`: it keeps the bytes the old checkpoint reads at
+    // their offsets, and the new tensors go before them when they fit there, else after them.
     data_file.emplace(ExternalDataPath(path));
-    sink.emplace(*data_file);
+    const auto live = LiveExternalRange(path);
+    ExternalDataSink counter(nullptr);
+    {
+      flatbuffers::FlatBufferBuilder dry_run(static_cast<size_t>(MetadataBytes(checkpoint)));
+      BuildCheckpoint(dry_run, checkpoint, include_optimizer_state, &counter);
+    }
+    if (live && counter.counted() > live->first) {
+      CopyFileRange(ExternalDataPath(path), 0, live->second, *data_file);
+      data_file->Pad(8);
+    } else if (live) {
+      keep = live;
+    }
+    sink.emplace(&*data_file);
   }
   flatbuffers::FlatBufferBuilder fbb(
       static_cast<size_t>((use_external ? 0 : tensor_bytes) + MetadataBytes(checkpoint)));
   BuildCheckpoint(fbb, checkpoint, include_optimizer_state, sink ? &*sink : nullptr);
+  if (keep) {
+    static constexpr uint8_t kZeros[4096] = {};
+    while (data_file->position() < keep->first)
+      data_file->Write(kZeros, static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), keep->first - data_file->position())));
+    CopyFileRange(ExternalDataPath(path), keep->first, keep->second, *data_file);
+  }
   file.Write(fbb.GetBufferPointer(), fbb.GetSize());
   file.Sync();
   if (data_file) data_file->Commit();

@@ -1,10 +1,12 @@
 #include "core/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -66,12 +68,30 @@ void AtomicFileWriter::Sync() {
   ET_CHECK(::close(fd) == 0, ErrorCode::kIoError, "cannot write '", path_, "': close: ", SystemError());
 }
 
+namespace {
+// Removes `<path>.tmp.<pid>.<n>` files of processes that no longer exist (killed during a save).
+void RemoveStaleTemporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code error;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+}  // namespace
+
 void AtomicFileWriter::Commit() {
   if (fd_ >= 0) Sync();
   ET_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, ErrorCode::kIoError, "cannot write '", path_,
            "': rename: ", SystemError());
   committed_ = true;
   SyncDirectoryOf(path_);
+  RemoveStaleTemporaries(path_);
 }
 
 void WriteFileAtomically(const std::string& path, const void* bytes, size_t nbytes) {

@@ -1,5 +1,6 @@
 #include "core/npy.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -60,7 +61,14 @@ Tensor ReadNpy(const std::string& path) {
   while (pos < dims.size()) {
     size_t end = dims.find(',', pos);
     std::string item = dims.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (item.find_first_not_of(" ") != std::string::npos) shape.push_back(std::stoll(item));
+    const size_t first = item.find_first_not_of(" "), last = item.find_last_not_of(" ");
+    if (first != std::string::npos) {
+      int64_t dim = -1;
+      auto [stop, error] = std::from_chars(item.data() + first, item.data() + last + 1, dim);
+      ET_CHECK(error == std::errc() && stop == item.data() + last + 1 && dim >= 0, ErrorCode::kInvalidArgument, "'",
+               path, "': .npy shape '", dims, "' is not a tuple of non-negative integers");
+      shape.push_back(dim);
+    }
     if (end == std::string::npos) break;
     pos = end + 1;
   }
@@ -68,8 +76,9 @@ Tensor ReadNpy(const std::string& path) {
   std::streampos data_start = file.tellg();
   file.seekg(0, std::ios::end);
   uint64_t available = static_cast<uint64_t>(file.tellg() - data_start);
-  uint64_t needed = static_cast<uint64_t>(NumElements(shape)) * DataTypeSize(type->second);
-  ET_CHECK(available >= needed, ErrorCode::kInvalidArgument, "'", path, "': holds ", available,
+  const uint64_t elements = static_cast<uint64_t>(NumElements(shape));
+  uint64_t needed = elements * DataTypeSize(type->second);
+  ET_CHECK(elements <= available / DataTypeSize(type->second) && available >= needed, ErrorCode::kInvalidArgument, "'", path, "': holds ", available,
            " bytes of data but its shape ", ShapeToString(shape), " needs ", needed);
   file.seekg(data_start);
   Tensor t(type->second, shape, path);

@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -12,22 +15,37 @@ std::string ReadExternalData(const onnx::TensorProto& proto, const std::string& 
                              uint64_t expected_bytes) {
   std::string location;
   int64_t offset = 0, length = -1;
+  auto parse = [&](const std::string& key, const std::string& text) {
+    int64_t value = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    ET_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 0, ErrorCode::kInvalidModel, what,
+             ": external data ", key, " '", text, "' is not a non-negative integer");
+    return value;
+  };
   for (const auto& kv : proto.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = parse("offset", kv.value());
+    else if (kv.key() == "length") length = parse("length", kv.value());
   }
   ET_CHECK(!location.empty(), ErrorCode::kInvalidModel, what, ": external data has no location");
   ET_CHECK(location.find("..") == std::string::npos && location[0] != '/', ErrorCode::kInvalidModel, what,
            ": external data location '", location, "' must be a relative path inside the model's directory");
   std::string path = base_dir + "/" + location;
+  {  // symbolic links must not lead out of the model's directory either
+    namespace fs = std::filesystem;
+    std::error_code error;
+    const fs::path dir = fs::weakly_canonical(base_dir, error), file = fs::weakly_canonical(path, error);
+    const auto [dir_end, file_it] = std::mismatch(dir.begin(), dir.end(), file.begin(), file.end());
+    ET_CHECK(!error && dir_end == dir.end(), ErrorCode::kInvalidModel, what, ": external data location '", location,
+             "' leads out of the model's directory (to '", file.string(), "')");
+  }
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   ET_CHECK(file.good(), ErrorCode::kIoError, what, ": cannot open external data file '", path, "'");
   int64_t file_size = static_cast<int64_t>(file.tellg());
   if (length < 0) length = static_cast<int64_t>(expected_bytes);
   ET_CHECK(static_cast<uint64_t>(length) == expected_bytes, ErrorCode::kInvalidModel, what, ": external data length ",
            length, " does not match the ", expected_bytes, " bytes its shape needs");
-  ET_CHECK(offset >= 0 && offset + length <= file_size, ErrorCode::kInvalidModel, what, ": external data [", offset,
+  ET_CHECK(length <= file_size && offset <= file_size - length, ErrorCode::kInvalidModel, what, ": external data [", offset,
            ", ", offset + length, ") is outside '", path, "' (", file_size, " bytes)");
   std::string bytes(static_cast<size_t>(length), '\0');
   file.seekg(offset);

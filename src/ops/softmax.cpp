@@ -54,7 +54,7 @@ SoftmaxView ViewForSoftmax(const KernelContext& ctx, const Shape& shape) {
 
 // ---- oneDNN path: float32 rows (the normalised dims contiguous) of at least kDnnlMinElements in all ----
 
-constexpr int64_t kDnnlMinElements = 4096;
+[[maybe_unused]] constexpr int64_t kDnnlMinElements = 4096;  // read only when oneDNN is built in
 
 enum class SoftmaxPass : int64_t { kForward, kBackward };
 

@@ -5,6 +5,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_set>
 
 #include "core/text.hpp"
@@ -186,6 +187,46 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
   return out;
 }
 
+// Checks what the executor relies on before it compiles a graph (and, recursively, its subgraphs):
+// names unique among graph inputs, initializers and node outputs, every node reading only values
+// defined before it (TopologicalOrder), every graph output computed, subgraphs at most kMaxGraphNesting deep.
+constexpr int kMaxGraphNesting = 16;
+void ValidateGraph(const Graph& graph, const std::string& source, const std::vector<std::string>& outer, int depth) {
+  const std::string where = depth == 0 ? source : source + ": subgraph '" + graph.name + "'";
+  ET_CHECK(depth <= kMaxGraphNesting, ErrorCode::kInvalidModel, where, ": subgraphs nest more than ",
+           kMaxGraphNesting, " deep");
+  std::unordered_set<std::string> defined;
+  for (const auto& in : graph.inputs) {
+    ET_CHECK(!in.name.empty(), ErrorCode::kInvalidModel, where, ": a graph input has no name");
+    ET_CHECK(defined.insert(in.name).second || graph.IsInitializer(in.name), ErrorCode::kInvalidModel, where,
+             ": graph input '", in.name, "' is declared twice");
+  }
+  for (const auto& [name, tensor] : graph.initializers) defined.insert(name);
+  for (const auto& node : graph.nodes)
+    for (const auto& out : node.outputs)
+      ET_CHECK(out.empty() || !defined.count(out), ErrorCode::kInvalidModel, where, ": ", node.Describe(),
+               ": output '", out, "' redefines a graph input or initializer");
+  TopologicalOrder(graph, outer);  // each value produced once, read only where defined, no cycle
+  std::vector<std::string> visible = outer;
+  visible.insert(visible.end(), defined.begin(), defined.end());
+  for (const auto& node : graph.nodes)
+    for (const auto& out : node.outputs)
+      if (!out.empty()) {
+        visible.push_back(out);
+        defined.insert(out);
+      }
+  std::unordered_set<std::string> outer_set(outer.begin(), outer.end());
+  for (const auto& out : graph.outputs)
+    ET_CHECK(defined.count(out.name) || outer_set.count(out.name), ErrorCode::kInvalidModel, where,
+             ": graph output '", out.name, "' is not computed by any node, nor a graph input or initializer");
+  for (const auto& node : graph.nodes)
+    for (const auto& [key, a] : node.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (const auto& sub : subs) ValidateGraph(*sub, source, visible, depth + 1);
+    }
+}
+
 }  // namespace
 
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model) {
@@ -220,6 +261,12 @@ class GraphExecutor {
   // `fetch_slots` into `out`. Values are emptied, not freed, so a warm run refills them in place.
   void Run(const std::vector<size_t>& feed_slots, const std::vector<RuntimeValue>& feeds,
            const std::vector<size_t>& fetch_slots, std::vector<RuntimeValue>& out) {
+    ET_CHECK(!in_use_.exchange(true, std::memory_order_acquire), ErrorCode::kInvalidArgument, model_.source,
+             ": the session is running on another thread (a session serves one thread at a time)");
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag.store(false, std::memory_order_release); }
+    } release{in_use_};
     for (size_t s = 0; s < values_.size(); ++s)
       if (!is_initializer_[s]) Clear(values_[s]);
     for (const auto& [slot, name] : outer_slots_) values_[slot] = parent_->Lookup(name);
@@ -247,7 +294,11 @@ class GraphExecutor {
     }
 
     out.resize(fetch_slots.size());
-    for (size_t i = 0; i < fetch_slots.size(); ++i) out[i] = values_[fetch_slots[i]];
+    for (size_t i = 0; i < fetch_slots.size(); ++i) {
+      ET_CHECK(fetch_slots[i] < values_.size(), ErrorCode::kInvalidModel, model_.source, ": output ", i,
+               " of graph '", graph_.name, "' is never computed");
+      out[i] = values_[fetch_slots[i]];
+    }
     for (size_t s = 0; s < values_.size(); ++s)
       if (!pinned_[s]) Clear(values_[s]);
     if (plan_memory_ && !run_planned_) BuildPlan();
@@ -374,6 +425,7 @@ class GraphExecutor {
   void Compile() {
     std::vector<std::string> outer;
     if (parent_) outer = parent_->VisibleNames();
+    else ValidateGraph(graph_, model_.source, outer, 0);
     std::vector<size_t> order = TopologicalOrder(graph_, outer);
     std::unordered_set<std::string> read;  // values some node (or subgraph node) or graph output reads
     for (const auto& o : graph_.outputs) read.insert(o.name);
@@ -513,6 +565,7 @@ class GraphExecutor {
       peak = std::max(peak, offset + size);
       placed.push_back(s);
     }
+    CheckPlan(placed, peak);
     arena_ = Tensor();
 #if defined(__GLIBC__)
     // The first run's tensors, freed by now, go back to the system before the arena replaces them.
@@ -522,6 +575,22 @@ class GraphExecutor {
     planned_peak_ = peak;
     plan_signature_ = signature_;
     plan_valid_ = true;
+  }
+
+  // The plan's invariant, checked once per plan: values alive at the same time never share bytes.
+  void CheckPlan(const std::vector<size_t>& placed, uint64_t peak) const {
+    for (size_t i = 0; i < placed.size(); ++i) {
+      const size_t a = placed[i];
+      const uint64_t a_begin = static_cast<uint64_t>(planned_offset_[a]), a_end = a_begin + planned_bytes_[a];
+      ET_CHECK(a_end <= peak, ErrorCode::kInternal, model_.source, ": memory plan places a value past the arena");
+      for (size_t j = i + 1; j < placed.size(); ++j) {
+        const size_t b = placed[j];
+        const uint64_t b_begin = static_cast<uint64_t>(planned_offset_[b]), b_end = b_begin + planned_bytes_[b];
+        const bool alive_together = define_step_[a] <= last_use_[b] && define_step_[b] <= last_use_[a];
+        ET_CHECK(!alive_together || a_end <= b_begin || b_end <= a_begin, ErrorCode::kInternal, model_.source,
+                 ": memory plan overlaps two live values");
+      }
+    }
   }
 
   const Graph& graph_;
@@ -550,6 +619,7 @@ class GraphExecutor {
   std::vector<int64_t> signature_, plan_signature_;  // feed slots and shapes of this run / of the plan
   bool plan_valid_ = false;
   bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
+  std::atomic<bool> in_use_{false};  // a run is in progress (a concurrent one is refused)
   std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
 };
 

@@ -1,6 +1,7 @@
 #include "training/training_session.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <set>
 
@@ -131,6 +132,7 @@ enum class OutputRole {
 };
 
 struct TrainingSession::Impl {
+  std::atomic<bool> in_use{false};  // a call is running: a second thread gets a typed error, not a race
   CheckpointState state;
   TrainingSessionOptions options;
   Model eval_model;  // as loaded, for InferenceModel
@@ -526,8 +528,26 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
 TrainingSession::~TrainingSession() = default;
 TrainingSession::TrainingSession(TrainingSession&&) noexcept = default;
 
+namespace {
+// Holds a session for one call. The contract (README, "Concurrency"): one thread at a time per session.
+class ExclusiveUse {
+ public:
+  ExclusiveUse(std::atomic<bool>& flag, const char* call) : flag_(flag) {
+    ET_CHECK(!flag_.exchange(true, std::memory_order_acquire), ErrorCode::kInvalidArgument, call,
+             ": the training session is in use by another thread (a session serves one thread at a time)");
+  }
+  ~ExclusiveUse() { flag_.store(false, std::memory_order_release); }
+  ExclusiveUse(const ExclusiveUse&) = delete;
+  ExclusiveUse& operator=(const ExclusiveUse&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+}  // namespace
+
 void TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
   Impl& s = *impl_;
+  ExclusiveUse use(s.in_use, "TrainStep");
   s.CheckMaterialized("TrainStep");
   CheckInputCount("TrainStep", s.train_inputs, inputs);
   s.BindGradientOutputs(s.reset_gradients);
@@ -573,6 +593,7 @@ std::vector<Tensor> TrainingSession::TrainStep(const std::vector<Tensor>& inputs
 }
 
 void TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+  ExclusiveUse use(impl_->in_use, "EvalStep");
   Impl& s = *impl_;
   ET_CHECK(s.eval.has_value(), ErrorCode::kInvalidArgument, "EvalStep: this session has no eval model");
   s.CheckMaterialized("EvalStep");
@@ -589,9 +610,13 @@ std::vector<Tensor> TrainingSession::EvalStep(const std::vector<Tensor>& inputs)
   return outputs;
 }
 
-void TrainingSession::LazyResetGrad() { impl_->reset_gradients = true; }
+void TrainingSession::LazyResetGrad() {
+  ExclusiveUse use(impl_->in_use, "LazyResetGrad");
+  impl_->reset_gradients = true;
+}
 
 void TrainingSession::OptimizerStep() {
+  ExclusiveUse use(impl_->in_use, "OptimizerStep");
   Impl& s = *impl_;
   ET_CHECK(s.optimizer.has_value(), ErrorCode::kInvalidArgument, "OptimizerStep: this session has no optimizer model");
   s.CheckMaterialized("OptimizerStep");
@@ -611,6 +636,7 @@ void TrainingSession::OptimizerStep() {
 float TrainingSession::GetLearningRate() const { return impl_->learning_rate; }
 
 void TrainingSession::SetLearningRate(float learning_rate) {
+  ExclusiveUse use(impl_->in_use, "SetLearningRate");
   ET_CHECK(learning_rate >= 0, ErrorCode::kInvalidArgument, "SetLearningRate: the learning rate must be >= 0, got ",
            learning_rate);
   impl_->learning_rate = learning_rate;
@@ -632,6 +658,7 @@ void TrainingSession::RegisterLinearLRScheduler(int64_t warmup_steps, int64_t to
 
 void TrainingSession::SchedulerStep() {
   Impl& s = *impl_;
+  ExclusiveUse use(s.in_use, "SchedulerStep");
   ET_CHECK(s.scheduler.has_value(), ErrorCode::kInvalidArgument,
            "SchedulerStep: no learning-rate scheduler registered");
   s.learning_rate = s.scheduler->LearningRate(optimizer_step());
@@ -673,6 +700,7 @@ void TrainingSession::CopyParametersToBuffer(Tensor& buffer, bool trainable_only
 }
 
 void TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool trainable_only) {
+  ExclusiveUse use(impl_->in_use, "CopyBufferToParameters");
   Impl& s = *impl_;
   CheckFlatBuffer(buffer, GetParametersSize(trainable_only), "CopyBufferToParameters");
   for (const std::string& name : s.FlatParameters(trainable_only))
@@ -726,6 +754,7 @@ bool TrainingSession::has_eval_model() const { return impl_->eval.has_value(); }
 bool TrainingSession::has_optimizer_model() const { return impl_->optimizer.has_value(); }
 
 void TrainingSession::SetSeed(uint64_t seed) {
+  ExclusiveUse use(impl_->in_use, "SetSeed");
   impl_->training->SetSeed(seed);
   if (impl_->eval) impl_->eval->SetSeed(seed);
 }

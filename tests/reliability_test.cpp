@@ -1,0 +1,476 @@
+// Reliability: graphs validated before they run (bit-flipped artifacts), the concurrency contract,
+// saves that survive SIGKILL and a full disk, and limits on untrusted files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <thread>
+
+#include "autodiff/artifacts.hpp"
+#include "onnx/exporter.hpp"
+#include "runtime/session.hpp"
+#include "test_util.hpp"
+#include "training/training_session.hpp"
+
+namespace fs = std::filesystem;
+using namespace edgetrain;
+
+namespace {
+
+const std::string kModels = EDGETRAIN_MODELS_DIR;
+
+fs::path TempDir(const std::string& name) {
+  static const fs::path root = fs::temp_directory_path() / ("edgetrain_reliability_" + std::to_string(getpid()));
+  static struct Cleanup {
+    ~Cleanup() { fs::remove_all(root); }
+  } cleanup;
+  fs::path dir = root / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+struct ArtifactDir {
+  fs::path dir;
+  fs::path training() const { return dir / "training_model.onnx"; }
+  fs::path eval() const { return dir / "eval_model.onnx"; }
+  fs::path optimizer() const { return dir / "optimizer_model.onnx"; }
+  fs::path checkpoint() const { return dir / "checkpoint"; }
+};
+
+const ArtifactDir& LeNetBn() {
+  static ArtifactDir set = [] {
+    ArtifactDir a{TempDir("lenet_bn")};
+    ArtifactOptions options;
+    options.additional_outputs = {"output"};  // an eval output to export
+    GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
+    return a;
+  }();
+  return set;
+}
+
+const ArtifactDir& Mlp() {
+  static ArtifactDir set = [] {
+    ArtifactDir a{TempDir("mlp")};
+    GenerateArtifacts(kModels + "/mlp.onnx", a.dir.string(), ArtifactOptions{});
+    return a;
+  }();
+  return set;
+}
+
+TrainingSession Open(const ArtifactDir& a, int threads = 1) {
+  return TrainingSession(CheckpointState::Load(a.checkpoint().string()), a.training().string(), a.eval().string(),
+                         a.optimizer().string(), TrainingSessionOptions{.num_threads = threads});
+}
+
+std::vector<Tensor> Batch(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  Tensor x(DataType::kFloat32, {n, 1, 28, 28});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pixel(rng);
+  Tensor y(DataType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+  return {x, y};
+}
+
+std::vector<float> Parameters(const TrainingSession& s) {
+  Tensor buffer(DataType::kFloat32, {static_cast<int64_t>(s.GetParametersSize(false))});
+  s.CopyParametersToBuffer(buffer, false);
+  return buffer.ToVector<float>();
+}
+
+// Trains `steps` steps with batches seeded from `seed`; returns the losses.
+std::vector<float> Train(TrainingSession& s, int steps, uint32_t seed) {
+  std::vector<float> losses;
+  for (int i = 0; i < steps; ++i) {
+    losses.push_back(s.TrainStep(Batch(8, seed + i)).at(0).data<float>()[0]);
+    s.OptimizerStep();
+    s.LazyResetGrad();
+  }
+  return losses;
+}
+
+// A training model with one bit flipped inside the first occurrence of `name`.
+std::string FlipBitIn(const std::string& model, const std::string& name, int bit) {
+  size_t at = model.find(name);
+  EXPECT_NE(at, std::string::npos) << name;
+  std::string flipped = model;
+  flipped[at + name.size() - 1] ^= static_cast<char>(1 << bit);
+  return flipped;
+}
+
+}  // namespace
+
+// The crash of issue 18: a bit flip in a gradient's name leaves a graph output that no node
+// computes; the executor read a value slot that did not exist in the first TrainStep.
+TEST(GraphValidation, BitFlippedGradientNameInLeNetBnIsATypedError) {
+  const std::string model = ReadBytes(LeNetBn().training());
+  for (const std::string name : {"features.1.weight_grad", "features.4.weight_grad", "features.4.bias_grad"}) {
+    const std::string flipped = FlipBitIn(model, name, 0);
+    EXPECT_ERROR(
+        {
+          TrainingSession s(CheckpointState::Load(LeNetBn().checkpoint().string()),
+                            ModelSource::FromBuffer(flipped.data(), flipped.size(), "flipped.onnx"));
+          s.TrainStep(Batch(2, 1));
+        },
+        ErrorCode::kInvalidModel, "flipped.onnx");
+  }
+}
+
+// Every single-bit flip of a training model is refused with edgetrain::Error or trains: never a
+// crash and never another exception (the sanitizer build also checks memory on each).
+TEST(GraphValidation, SingleBitFlipsOfTrainingModelsTrainOrFailTyped) {
+  for (const ArtifactDir* a : {&Mlp(), &LeNetBn()}) {
+    const std::string model = ReadBytes(a->training());
+    std::mt19937 rng(18);
+    int refused = 0, trained = 0;
+    for (int k = 0; k < 150; ++k) {
+      std::string flipped = model;
+      flipped[rng() % flipped.size()] ^= static_cast<char>(1 << (rng() % 8));
+      try {
+        TrainingSession s(CheckpointState::Load(a->checkpoint().string()),
+                          ModelSource::FromBuffer(flipped.data(), flipped.size(), "flipped.onnx"));
+        s.TrainStep(Batch(2, k));
+        s.TrainStep(Batch(2, k + 1));
+        ++trained;
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+    EXPECT_EQ(refused + trained, 150);
+    EXPECT_GT(refused, 0) << a->dir;
+  }
+}
+
+namespace {
+Model TinyModel() {
+  Model m;
+  m.source = "tiny.onnx";
+  m.ir_version = 8;
+  m.opsets[""] = 17;
+  m.graph.name = "main";
+  m.graph.inputs.push_back(edgetrain::testing::ValueInfoOf("x", DataType::kFloat32, {2}));
+  m.graph.outputs.push_back(edgetrain::testing::ValueInfoOf("y", DataType::kFloat32, {2}));
+  Node relu;
+  relu.name = "relu";
+  relu.op_type = "Relu";
+  relu.inputs = {"x"};
+  relu.outputs = {"y"};
+  m.graph.nodes.push_back(relu);
+  return m;
+}
+}  // namespace
+
+TEST(GraphValidation, GraphOutputNoNodeComputesIsRefused) {
+  Model m = TinyModel();
+  m.graph.outputs.push_back(edgetrain::testing::ValueInfoOf("z", DataType::kFloat32, {2}));
+  EXPECT_ERROR(Session session(m), ErrorCode::kInvalidModel, "graph output 'z' is not computed");
+}
+
+TEST(GraphValidation, NodeOutputRedefiningAnInputOrInitializerIsRefused) {
+  Model m = TinyModel();
+  m.graph.initializers["w"] = Tensor(DataType::kFloat32, {2});
+  Node copy;
+  copy.name = "overwrites_w";
+  copy.op_type = "Relu";
+  copy.inputs = {"x"};
+  copy.outputs = {"w"};
+  m.graph.nodes.push_back(copy);
+  m.graph.outputs.push_back(edgetrain::testing::ValueInfoOf("w", DataType::kFloat32, {2}));
+  EXPECT_ERROR(Session session(m, SessionOptions{.constant_folding = false}), ErrorCode::kInvalidModel,
+               "output 'w' redefines a graph input or initializer");
+  Model n = TinyModel();
+  n.graph.nodes[0].outputs = {"x"};
+  EXPECT_ERROR(Session session(n), ErrorCode::kInvalidModel, "node 'relu'");
+}
+
+TEST(GraphValidation, SubgraphNestingDepthIsBounded) {
+  auto nested = [](int depth) {
+    Model m = TinyModel();
+    m.graph.inputs.push_back(edgetrain::testing::ValueInfoOf("c", DataType::kBool, {}));
+    auto leaf = [] {
+      auto g = std::make_shared<Graph>();
+      g->name = "leaf";
+      Node copy;
+      copy.name = "copy";
+      copy.op_type = "Identity";
+      copy.inputs = {"x"};
+      copy.outputs = {"leaf_out"};
+      g->nodes.push_back(copy);
+      g->outputs.push_back(edgetrain::testing::ValueInfoOf("leaf_out", DataType::kFloat32, {2}));
+      return g;
+    };
+    std::shared_ptr<Graph> inner = leaf();
+    for (int d = 0; d < depth; ++d) {
+      auto outer = std::make_shared<Graph>();
+      outer->name = "level" + std::to_string(d);
+      Node branch;
+      branch.name = "if" + std::to_string(d);
+      branch.op_type = "If";
+      branch.inputs = {"c"};
+      branch.outputs = {"out" + std::to_string(d)};
+      Attribute then_branch, else_branch;
+      then_branch.kind = else_branch.kind = Attribute::Kind::kGraph;
+      then_branch.g = inner;  // a chain, as a file holds it (no subgraph shared by two branches)
+      else_branch.g = leaf();
+      branch.attributes["then_branch"] = then_branch;
+      branch.attributes["else_branch"] = else_branch;
+      outer->nodes.push_back(branch);
+      outer->outputs.push_back(edgetrain::testing::ValueInfoOf(branch.outputs[0], DataType::kFloat32, {2}));
+      inner = outer;
+    }
+    m.graph.nodes[0].inputs = {inner->outputs[0].name};
+    m.graph.nodes.insert(m.graph.nodes.begin(), inner->nodes[0]);
+    return m;
+  };
+  Session shallow(nested(3));
+  Tensor x = Tensor::FromVector<float>({-1, 2}, {2});
+  Tensor c = Tensor::FromVector<bool>({true}, {});
+  EXPECT_EQ(shallow.Run({{"x", x}, {"c", c}})[0].ToVector<float>(), (std::vector<float>{0, 2}));
+  EXPECT_ERROR(Session session(nested(40)), ErrorCode::kInvalidModel, "subgraphs nest more than 16 deep");
+}
+
+// ---- concurrency contract ----
+
+TEST(Concurrency, SeparateSessionsOnSeparateThreadsMatchRunningAlone) {
+  TrainingSession alone = Open(LeNetBn(), 2);  // each session's kernels run on its own 2 threads
+  const std::vector<float> losses = Train(alone, 4, 7);
+  const std::vector<float> parameters = Parameters(alone);
+  std::vector<std::vector<float>> thread_losses(3), thread_parameters(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      TrainingSession s = Open(LeNetBn(), 2);
+      thread_losses[t] = Train(s, 4, 7);
+      thread_parameters[t] = Parameters(s);
+    });
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(thread_losses[t], losses) << "thread " << t;
+    EXPECT_EQ(thread_parameters[t], parameters) << "thread " << t;
+  }
+}
+
+TEST(Concurrency, OneSessionFromTwoThreadsIsRefusedNotRaced) {
+  TrainingSession s = Open(Mlp());
+  std::atomic<int> ran{0}, refused{0};
+  std::atomic<bool> other_error{false};
+  auto hammer = [&](uint32_t seed) {
+    const std::vector<Tensor> batch = Batch(16, seed);
+    for (int i = 0; i < 200; ++i) {
+      try {
+        s.TrainStep(batch);
+        ++ran;
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("in use by another thread") == std::string::npos) other_error = true;
+        ++refused;
+      }
+    }
+  };
+  std::thread a(hammer, 1), b(hammer, 2);
+  a.join();
+  b.join();
+  EXPECT_FALSE(other_error);
+  EXPECT_EQ(ran + refused, 400);
+  EXPECT_GT(ran, 0);
+  // Used from one thread again, it trains as before.
+  EXPECT_TRUE(std::isfinite(s.TrainStep(Batch(16, 3)).at(0).data<float>()[0]));
+}
+
+// ---- crash-safe persistence ----
+
+namespace {
+
+// Files in `dir` whose name starts with `stem` and contains ".tmp." (AtomicFileWriter's temporaries).
+std::vector<std::string> TempFilesOf(const fs::path& dir, const std::string& stem) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(stem, 0) == 0 && name.find(".tmp.") != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
+// Runs `write(i)` for i = 0, 1, 2, ... in a child process and SIGKILLs it after a random delay
+// below `window`, `kills` times; after each kill calls `check()`.
+template <typename Write, typename Check>
+void KillDuringWrites(int kills, std::chrono::microseconds window, Write write, Check check) {
+  std::mt19937 rng(2026);
+  for (int k = 0; k < kills; ++k) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (uint64_t i = 1;; ++i) write(i);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % window.count()));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "kill " << k << ": the writer failed";
+    check(k);
+  }
+}
+
+}  // namespace
+
+void CheckpointKillTest(bool external_data) {
+  const fs::path dir = TempDir(external_data ? "kill_checkpoint_external" : "kill_checkpoint");
+  TrainingSession s = Open(LeNetBn());
+  Train(s, 1, 11);
+  CheckpointState::Save(s.state(), (dir / "a").string(), true, external_data);
+  Train(s, 1, 12);
+  CheckpointState::Save(s.state(), (dir / "b").string(), true, external_data);
+  const std::string target = (dir / "ckpt").string();
+  fs::copy_file(dir / "a", target);
+  if (external_data) fs::copy_file(dir / "a.data", target + ".data");
+  // A version is compared as its values: the checkpoint re-saved with embedded data, byte for byte.
+  auto values_of = [&](const std::string& path) {
+    const std::string copy = (dir / "embedded").string();
+    CheckpointState::Save(CheckpointState::Load(path), copy, true, false);
+    return ReadBytes(copy);
+  };
+  const std::string versions[2] = {values_of((dir / "a").string()), values_of((dir / "b").string())};
+  ASSERT_NE(versions[0], versions[1]);
+  const auto start = std::chrono::steady_clock::now();
+  CheckpointState::Save(s.state(), (dir / "timing").string(), true, external_data);
+  const auto save_time = std::chrono::steady_clock::now() - start;
+  const auto window = std::chrono::duration_cast<std::chrono::microseconds>(save_time * 3) +
+                      std::chrono::microseconds(2000);
+  const CheckpointState a = CheckpointState::Load((dir / "a").string());
+  const CheckpointState b = CheckpointState::Load((dir / "b").string());
+  int seen[2] = {0, 0};
+  KillDuringWrites(
+      200, window,
+      [&](uint64_t i) { CheckpointState::Save(i % 2 ? b : a, target, true, external_data); },
+      [&](int k) {
+        std::string now;
+        try {
+          now = values_of(target);
+        } catch (const Error& e) {
+          FAIL() << "kill " << k << ": the checkpoint does not load: " << e.what();
+        }
+        const int v = now == versions[0] ? 0 : now == versions[1] ? 1 : -1;
+        ASSERT_NE(v, -1) << "kill " << k << ": the checkpoint is neither the old nor the new one";
+        ++seen[v];
+      });
+  EXPECT_GT(seen[0] + seen[1], 0);
+  EXPECT_FALSE(TempFilesOf(dir, "ckpt").empty() && seen[1] == 0) << "the kills never interrupted a save";
+  CheckpointState::Save(b, target, true, external_data);  // the next good save clears the killed ones' temporaries
+  EXPECT_EQ(TempFilesOf(dir, "ckpt"), std::vector<std::string>{});
+  EXPECT_EQ(values_of(target), versions[1]);
+  std::printf("checkpoint%s: 200 kills, target was the old version %d times and the new %d times\n",
+              external_data ? " with external data" : "", seen[0], seen[1]);
+}
+
+TEST(CrashSafety, SigkillDuringCheckpointSaveWithOptimizerState) { CheckpointKillTest(false); }
+TEST(CrashSafety, SigkillDuringCheckpointSaveWithExternalData) { CheckpointKillTest(true); }
+
+TEST(CrashSafety, SigkillDuringModelExport) {
+  const fs::path dir = TempDir("kill_export");
+  TrainingSession s = Open(LeNetBn());
+  s.ExportModelForInference((dir / "a.onnx").string(), {"output"});
+  Train(s, 1, 21);
+  s.ExportModelForInference((dir / "b.onnx").string(), {"output"});
+  const std::string versions[2] = {ReadBytes(dir / "a.onnx"), ReadBytes(dir / "b.onnx")};
+  ASSERT_NE(versions[0], versions[1]);
+  const std::string target = (dir / "model.onnx").string();
+  fs::copy_file(dir / "a.onnx", target);
+  TrainingSession other = Open(LeNetBn());  // exports the old weights
+  const auto start = std::chrono::steady_clock::now();
+  s.ExportModelForInference((dir / "timing.onnx").string(), {"output"});
+  const auto window = std::chrono::duration_cast<std::chrono::microseconds>(
+                          (std::chrono::steady_clock::now() - start) * 3) +
+                      std::chrono::microseconds(2000);
+  int seen[2] = {0, 0};
+  KillDuringWrites(
+      200, window, [&](uint64_t i) { (i % 2 ? s : other).ExportModelForInference(target, {"output"}); },
+      [&](int k) {
+        const std::string now = ReadBytes(target);
+        const int v = now == versions[0] ? 0 : now == versions[1] ? 1 : -1;
+        ASSERT_NE(v, -1) << "kill " << k << ": the model is neither the old nor the new one";
+        ++seen[v];
+      });
+  EXPECT_NO_THROW(Session::FromFile(target));
+  s.ExportModelForInference(target, {"output"});
+  EXPECT_EQ(TempFilesOf(dir, "model.onnx"), std::vector<std::string>{});
+  std::printf("export: 200 kills, target was the old version %d times and the new %d times\n", seen[0], seen[1]);
+}
+
+TEST(CrashSafety, FullDiskIsATypedErrorAndKeepsTheOldCheckpoint) {
+  const fs::path dir = TempDir("full_disk");
+  TrainingSession s = Open(LeNetBn());
+  Train(s, 1, 31);
+  const std::string target = (dir / "ckpt").string();
+  CheckpointState::Save(s.state(), target, true);
+  const std::string old_bytes = ReadBytes(target);
+  Train(s, 1, 32);
+  for (bool external : {false, true}) {
+    struct rlimit saved;
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    auto old_handler = signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+    struct rlimit small = saved;
+    small.rlim_cur = 64 * 1024;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    try {
+      CheckpointState::Save(s.state(), target, true, external);
+      ADD_FAILURE() << "a save past RLIMIT_FSIZE succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIoError) << e.what();
+      EXPECT_NE(std::string(e.what()).find(target), std::string::npos) << e.what();
+    }
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    signal(SIGXFSZ, old_handler);
+    EXPECT_EQ(ReadBytes(target), old_bytes);
+    EXPECT_EQ(TempFilesOf(dir, "ckpt"), std::vector<std::string>{});
+    EXPECT_NO_THROW(CheckpointState::Load(target));
+  }
+}
+
+// ---- untrusted files ----
+
+TEST(UntrustedFiles, ExternalDataThroughASymlinkOutOfTheModelDirectoryIsRefused) {
+  const fs::path dir = TempDir("symlink");
+  fs::create_directories(dir / "model");
+  fs::create_directories(dir / "elsewhere");
+  { std::ofstream(dir / "elsewhere" / "secret.bin") << std::string(64, 'x'); }
+  fs::create_symlink(dir / "elsewhere" / "secret.bin", dir / "model" / "weights.bin");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "model" / "linked");
+  for (const std::string location : {"weights.bin", "linked/secret.bin"}) {
+    onnx::ModelProto proto;
+    proto.set_ir_version(8);
+    proto.add_opset_import()->set_version(17);
+    auto* g = proto.mutable_graph();
+    g->set_name("g");
+    edgetrain::testing::AddValue(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {"4"});
+    edgetrain::testing::AddValue(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {"4"});
+    edgetrain::testing::AddNode(g, "Add", {"x", "w"}, {"y"});
+    auto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(4);
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = w->add_external_data();
+    entry->set_key("location");
+    entry->set_value(location);
+    const std::string path = (dir / "model" / "model.onnx").string();
+    {
+      std::ofstream out(path, std::ios::binary);
+      proto.SerializeToOstream(&out);
+    }
+    EXPECT_ERROR(Session::FromFile(path), ErrorCode::kInvalidModel, location);
+  }
+}
