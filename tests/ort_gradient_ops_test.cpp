@@ -24,6 +24,9 @@ namespace {
 using testing::CentralDifferenceVjp;
 using testing::Doubles;
 using testing::ErrorRow;
+using testing::ExpectRowError;
+using testing::ExpectRowValues;
+using testing::ValueRow;
 using testing::ExpectTensorNear;
 using testing::kOneNodeName;
 using testing::NodeInput;
@@ -149,16 +152,8 @@ Tensor RmsNorm(const Tensor& x, const Tensor& scale, double epsilon) {
 
 // ---- rows ----
 
-struct OrtRow {
-  std::string name;
-  OneNode node;
-  std::function<std::vector<Tensor>()> expected;  // the requested outputs
-  double tolerance = 1e-6;
-};
-void PrintTo(const OrtRow& row, std::ostream* os) { *os << row.name; }
-
-std::vector<OrtRow> ActivationRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> ActivationRows() {
+  std::vector<ValueRow> rows;
   const Tensor x = AwayFromZero({3, 4}, 1, 0.05), dy = RandomTensor({3, 4}, 2);
   auto vjp_of = [x, dy](const std::string& op) { return [=] { return std::vector<Tensor>{Vjp(op, {x}, {}, 0, dy)}; }; };
   rows.push_back({"ReluGrad", {"ReluGrad", kMs, {dy, x}}, vjp_of("Relu")});
@@ -190,8 +185,8 @@ std::vector<OrtRow> ActivationRows() {
   return rows;
 }
 
-std::vector<OrtRow> SoftmaxRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> SoftmaxRows() {
+  std::vector<ValueRow> rows;
   const Tensor x = RandomTensor({2, 3, 4}, 10, -2.0, 2.0), dy = RandomTensor({2, 3, 4}, 11);
   struct Config {
     const char* name;
@@ -223,8 +218,8 @@ std::vector<OrtRow> SoftmaxRows() {
   return rows;
 }
 
-std::vector<OrtRow> LossRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> LossRows() {
+  std::vector<ValueRow> rows;
   struct Config {
     const char* name;
     Shape scores;
@@ -283,8 +278,8 @@ std::vector<OrtRow> LossRows() {
   return rows;
 }
 
-std::vector<OrtRow> NormalizationRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> NormalizationRows() {
+  std::vector<ValueRow> rows;
   struct Config {
     const char* name;
     Shape x, scale;
@@ -333,8 +328,8 @@ std::vector<OrtRow> NormalizationRows() {
   return rows;
 }
 
-std::vector<OrtRow> DropoutRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> DropoutRows() {
+  std::vector<ValueRow> rows;
   const Shape shape = {5, 7};  // 35 elements: the bitmask has a partly used second word
   const Tensor dy = RandomTensor(shape, 60);
   const std::vector<bool> keep = RandomFlags(35, 61);
@@ -359,8 +354,8 @@ std::vector<OrtRow> DropoutRows() {
   return rows;
 }
 
-std::vector<OrtRow> IndexingRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> IndexingRows() {
+  std::vector<ValueRow> rows;
   {
     const Tensor data = RandomTensor({5, 3}, 70), indices = Int64s({1, 4, 1, -1}, {4}), dy = RandomTensor({4, 3}, 71);
     auto expected = [=] { return std::vector<Tensor>{Vjp("Gather", {data, indices}, {}, 0, dy)}; };
@@ -405,8 +400,8 @@ std::vector<OrtRow> IndexingRows() {
   return rows;
 }
 
-std::vector<OrtRow> ElementwiseRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> ElementwiseRows() {
+  std::vector<ValueRow> rows;
   const Tensor a = RandomTensor({2, 3}, 80), b = AwayFromZero({3}, 81, 0.5), dy = RandomTensor({2, 3}, 82);
   auto grad = [=](size_t wrt) { return Vjp("Div", {a, b}, {}, wrt, dy); };
   rows.push_back({"DivGrad_Broadcast", {"DivGrad", kMs, {dy, a, b}, {}, {true, true}}, [=] {
@@ -460,8 +455,8 @@ std::vector<OrtRow> ElementwiseRows() {
   return rows;
 }
 
-std::vector<OrtRow> AccumulatorRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> AccumulatorRows() {
+  std::vector<ValueRow> rows;
   const Tensor buffer = RandomTensor({3, 4}, 90), value = RandomTensor({3, 4}, 91), row_value = RandomTensor({4}, 92);
   const Tensor updated = BoolTensor({true}, {1});
   const std::vector<double> v = value.ToDoubleVector(), r = row_value.ToDoubleVector();
@@ -507,25 +502,18 @@ std::vector<OrtRow> AccumulatorRows() {
   return rows;
 }
 
-std::vector<OrtRow> AllRows() {
-  std::vector<OrtRow> rows;
+std::vector<ValueRow> AllRows() {
+  std::vector<ValueRow> rows;
   for (auto family : {ActivationRows, SoftmaxRows, LossRows, NormalizationRows, DropoutRows, IndexingRows,
                       ElementwiseRows, AccumulatorRows}) {
-    for (OrtRow& row : family()) rows.push_back(std::move(row));
+    for (ValueRow& row : family()) rows.push_back(std::move(row));
   }
   return rows;
 }
 
-class OrtGradientOp : public ::testing::TestWithParam<OrtRow> {};
+class OrtGradientOp : public ::testing::TestWithParam<ValueRow> {};
 
-TEST_P(OrtGradientOp, MatchesFloat64Reference) {
-  const OrtRow& row = GetParam();
-  const std::vector<Tensor> actual = RunOneNode(row.node);
-  const std::vector<Tensor> expected = row.expected();
-  ASSERT_EQ(actual.size(), expected.size()) << row.name;
-  for (size_t k = 0; k < actual.size(); ++k)
-    ExpectTensorNear(actual[k], expected[k], row.tolerance, row.name + " output " + std::to_string(k));
-}
+TEST_P(OrtGradientOp, MatchesFloat64Reference) { ExpectRowValues(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOp, ::testing::ValuesIn(AllRows()), RowName());
 
@@ -644,18 +632,7 @@ std::vector<ErrorRow> ErrorRows() {
 
 class OrtGradientOpError : public ::testing::TestWithParam<ErrorRow> {};
 
-TEST_P(OrtGradientOpError, NamesTheNode) {
-  const ErrorRow& row = GetParam();
-  try {
-    RunOneNode(row.node);
-    ADD_FAILURE() << row.name << ": expected an error containing: " << row.needle;
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(row.code)) << message;
-    EXPECT_NE(message.find("node '" + std::string(kOneNodeName) + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find(row.needle), std::string::npos) << message;
-  }
-}
+TEST_P(OrtGradientOpError, NamesTheNode) { ExpectRowError(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOpError, ::testing::ValuesIn(ErrorRows()), RowName());
 

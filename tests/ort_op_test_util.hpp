@@ -183,6 +183,23 @@ inline void ExpectTensorNear(const Tensor& actual, const Tensor& expected, doubl
   ExpectValuesNear(actual, expected.shape(), expected.ToDoubleVector(), tolerance, label);
 }
 
+// A node whose requested outputs must equal `expected()` (a float64 reference) within `tolerance`.
+struct ValueRow {
+  std::string name;
+  OneNode node;
+  std::function<std::vector<Tensor>()> expected;
+  double tolerance = 1e-6;
+};
+inline void PrintTo(const ValueRow& row, std::ostream* os) { *os << row.name; }
+
+inline void ExpectRowValues(const ValueRow& row) {
+  const std::vector<Tensor> actual = RunOneNode(row.node);
+  const std::vector<Tensor> expected = row.expected();
+  ASSERT_EQ(actual.size(), expected.size()) << row.name;
+  for (size_t k = 0; k < actual.size(); ++k)
+    ExpectTensorNear(actual[k], expected[k], row.tolerance, row.name + " output " + std::to_string(k));
+}
+
 // A node that must fail with `code` and a message containing `needle`.
 struct ErrorRow {
   std::string name;
@@ -191,6 +208,19 @@ struct ErrorRow {
   std::string needle;
 };
 inline void PrintTo(const ErrorRow& row, std::ostream* os) { *os << row.name; }
+
+// Runs the row's node: it must fail with the row's code and a message naming the node and the needle.
+inline void ExpectRowError(const ErrorRow& row) {
+  try {
+    RunOneNodeValues(row.node);
+    ADD_FAILURE() << row.name << ": expected an error containing: " << row.needle;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(row.code)) << message;
+    EXPECT_NE(message.find("node '" + std::string(kOneNodeName) + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(row.needle), std::string::npos) << message;
+  }
+}
 
 // Parameterized rows are named by their `name`.
 struct RowName {

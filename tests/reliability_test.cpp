@@ -23,6 +23,7 @@
 
 namespace fs = std::filesystem;
 using namespace edgetrain;
+using edgetrain::testing::ImageBatch;
 
 namespace {
 
@@ -77,15 +78,6 @@ TrainingSession Open(const ArtifactDir& a, int threads = 1) {
                          a.optimizer().string(), TrainingSessionOptions{.num_threads = threads});
 }
 
-std::vector<Tensor> Batch(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  Tensor x(DataType::kFloat32, {n, 1, 28, 28});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pixel(rng);
-  Tensor y(DataType::kInt64, {n});
-  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-  return {x, y};
-}
 
 std::vector<float> Parameters(const TrainingSession& s) {
   Tensor buffer(DataType::kFloat32, {static_cast<int64_t>(s.GetParametersSize(false))});
@@ -97,7 +89,7 @@ std::vector<float> Parameters(const TrainingSession& s) {
 std::vector<float> Train(TrainingSession& s, int steps, uint32_t seed) {
   std::vector<float> losses;
   for (int i = 0; i < steps; ++i) {
-    losses.push_back(s.TrainStep(Batch(8, seed + i)).at(0).data<float>()[0]);
+    losses.push_back(s.TrainStep(ImageBatch(8, seed + i)).at(0).data<float>()[0]);
     s.OptimizerStep();
     s.LazyResetGrad();
   }
@@ -125,7 +117,7 @@ TEST(GraphValidation, BitFlippedGradientNameInLeNetBnIsATypedError) {
         {
           TrainingSession s(CheckpointState::Load(LeNetBn().checkpoint().string()),
                             ModelSource::FromBuffer(flipped.data(), flipped.size(), "flipped.onnx"));
-          s.TrainStep(Batch(2, 1));
+          s.TrainStep(ImageBatch(2, 1));
         },
         ErrorCode::kInvalidModel, "flipped.onnx");
   }
@@ -144,8 +136,8 @@ TEST(GraphValidation, SingleBitFlipsOfTrainingModelsTrainOrFailTyped) {
       try {
         TrainingSession s(CheckpointState::Load(a->checkpoint().string()),
                           ModelSource::FromBuffer(flipped.data(), flipped.size(), "flipped.onnx"));
-        s.TrainStep(Batch(2, k));
-        s.TrainStep(Batch(2, k + 1));
+        s.TrainStep(ImageBatch(2, k));
+        s.TrainStep(ImageBatch(2, k + 1));
         ++trained;
       } catch (const Error&) {
         ++refused;
@@ -270,7 +262,7 @@ TEST(Concurrency, OneSessionFromTwoThreadsIsRefusedNotRaced) {
   std::atomic<int> ran{0}, refused{0};
   std::atomic<bool> other_error{false};
   auto hammer = [&](uint32_t seed) {
-    const std::vector<Tensor> batch = Batch(16, seed);
+    const std::vector<Tensor> batch = ImageBatch(16, seed);
     for (int i = 0; i < 200; ++i) {
       try {
         s.TrainStep(batch);
@@ -288,7 +280,7 @@ TEST(Concurrency, OneSessionFromTwoThreadsIsRefusedNotRaced) {
   EXPECT_EQ(ran + refused, 400);
   EXPECT_GT(ran, 0);
   // Used from one thread again, it trains as before.
-  EXPECT_TRUE(std::isfinite(s.TrainStep(Batch(16, 3)).at(0).data<float>()[0]));
+  EXPECT_TRUE(std::isfinite(s.TrainStep(ImageBatch(16, 3)).at(0).data<float>()[0]));
 }
 
 // ---- crash-safe persistence ----

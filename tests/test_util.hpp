@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "ir/graph.hpp"
@@ -23,6 +25,17 @@ namespace edgetrain::testing {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();                 \
     }                                                                                               \
   } while (0)
+
+// A deterministic batch of `n` images [n,1,28,28] in [0,1) and labels in 0..9.
+inline std::vector<Tensor> ImageBatch(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  Tensor x(DataType::kFloat32, {n, 1, 28, 28});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pixel(rng);
+  Tensor y(DataType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+  return {x, y};
+}
 
 // A tensor value of `dtype` and `shape`; a negative dim is the symbolic "batch".
 inline ValueInfo ValueInfoOf(const std::string& name, DataType dtype, const Shape& shape) {

@@ -78,16 +78,6 @@ TrainingSession Open(const ArtifactSet& set, CheckpointState state) {
 }
 TrainingSession Open(const ArtifactSet& set) { return Open(set, CheckpointState::Load(set.checkpoint())); }
 
-// A deterministic batch of `n` images [n,1,28,28] in [0,1) and labels in 0..9.
-std::vector<Tensor> Batch(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-  Tensor x(DataType::kFloat32, {n, 1, 28, 28});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pixel(rng);
-  Tensor y(DataType::kInt64, {n});
-  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-  return {x, y};
-}
 
 std::vector<float> Parameters(const TrainingSession& s, bool trainable_only = true) {
   Tensor buffer(DataType::kFloat32, {static_cast<int64_t>(s.GetParametersSize(trainable_only))});
@@ -112,7 +102,7 @@ TEST(TrainingSession, NamesFollowTheArtifacts) {
 
 TEST(TrainingSession, TrainingReducesTheLossOnABatch) {
   TrainingSession s = Open(MlpAdamW());
-  std::vector<Tensor> batch = Batch(32, 1);
+  std::vector<Tensor> batch = ImageBatch(32, 1);
   float first = Loss(s.TrainStep(batch));
   EXPECT_NEAR(first, std::log(10.0f), 0.3f);  // untrained: about uniform over 10 classes
   for (int i = 0; i < 20; ++i) {
@@ -130,7 +120,7 @@ TEST(TrainingSession, OutputsWrittenIntoTheCallersTensorsMatchFreshOnes) {
   TrainingSession fresh = Open(MlpAdamW()), bound = Open(MlpAdamW());
   std::vector<Tensor> outputs, eval_outputs;
   for (int step = 0; step < 4; ++step) {
-    const std::vector<Tensor> batch = Batch(8, 10 + step);
+    const std::vector<Tensor> batch = ImageBatch(8, 10 + step);
     const std::vector<Tensor> expected = fresh.TrainStep(batch);
     const Tensor previous_loss = outputs.empty() ? Tensor() : outputs[0];
     bound.TrainStep(batch, outputs);
@@ -153,18 +143,18 @@ TEST(TrainingSession, OutputsWrittenIntoTheCallersTensorsMatchFreshOnes) {
   // A tensor of the wrong type or size is not written into: the step gives the output new memory.
   std::vector<Tensor> wrong = {Tensor::Zeros(DataType::kFloat64, {}), Tensor::Zeros(DataType::kFloat32, {3})};
   const Tensor wrong_loss = wrong[0], wrong_logits = wrong[1];
-  bound.TrainStep(Batch(8, 3), wrong);
+  bound.TrainStep(ImageBatch(8, 3), wrong);
   EXPECT_FALSE(wrong[0].SameData(wrong_loss));
   EXPECT_EQ(wrong[0].dtype(), DataType::kFloat32);
   EXPECT_EQ(wrong[1].shape(), (Shape{8, 10}));
   EXPECT_EQ(wrong_loss.DoubleAt(0), 0.0);
-  EXPECT_ERROR(bound.TrainStep({Batch(8, 3)[0]}, wrong), ErrorCode::kInvalidArgument, "expected 2 inputs");
+  EXPECT_ERROR(bound.TrainStep({ImageBatch(8, 3)[0]}, wrong), ErrorCode::kInvalidArgument, "expected 2 inputs");
 }
 
 // With SGD, w' = w - lr * g, so parameter deltas expose the accumulated gradient buffers.
 TEST(TrainingSession, GradientsAccumulateUntilLazyReset) {
   const float lr = 0.5f;
-  std::vector<Tensor> a = Batch(16, 2), b = Batch(16, 3);
+  std::vector<Tensor> a = ImageBatch(16, 2), b = ImageBatch(16, 3);
   auto delta_after = [&](const std::vector<std::vector<Tensor>>& batches, bool reset_between) {
     TrainingSession s = Open(MlpSgd());
     s.SetLearningRate(lr);
@@ -196,7 +186,7 @@ TEST(TrainingSession, LinearSchedulerFollowsOrtFormula) {
   s.RegisterLinearLRScheduler(2, 6, 0.1f);
   EXPECT_FLOAT_EQ(s.GetLearningRate(), 0.0f);  // registering applies it at step 0
   std::vector<float> seen;
-  std::vector<Tensor> batch = Batch(8, 4);
+  std::vector<Tensor> batch = ImageBatch(8, 4);
   for (int i = 0; i < 7; ++i) {
     s.TrainStep(batch);
     s.OptimizerStep();
@@ -225,7 +215,7 @@ TEST(LRScheduler, CosineAndStep) {
 
 TEST(TrainingSession, ParametersRoundTripThroughOneBuffer) {
   TrainingSession s = Open(MlpAdamW());
-  std::vector<Tensor> batch = Batch(8, 5);
+  std::vector<Tensor> batch = ImageBatch(8, 5);
   float loss = Loss(s.EvalStep(batch));
   std::vector<float> params = Parameters(s);
   Tensor zeros = Tensor::Zeros(DataType::kFloat32, {static_cast<int64_t>(params.size())});
@@ -245,10 +235,10 @@ TEST(TrainingSession, StateChangesAreSeenBySessionAndSavedAfterTraining) {
   Tensor bias = state.GetParameter("net.5.bias");
   for (int64_t i = 0; i < bias.numel(); ++i) bias.data<float>()[i] = i == 3 ? 100.0f : 0.0f;
   state.UpdateParameter("net.5.bias", bias);
-  Tensor logits = s.EvalStep(Batch(4, 6))[1];
+  Tensor logits = s.EvalStep(ImageBatch(4, 6))[1];
   for (int64_t row = 0; row < 4; ++row) EXPECT_GT(logits.data<float>()[row * 10 + 3], 90.0f);
 
-  s.TrainStep(Batch(4, 6));
+  s.TrainStep(ImageBatch(4, 6));
   s.OptimizerStep();
   state.AddProperty("epoch", int64_t{7});
   state.AddProperty("best", 0.5f);
@@ -283,7 +273,7 @@ TEST(TrainingSession, LoadsModelsAndStateFromBuffers) {
                               ModelSource::FromBuffer(training.data(), training.size(), "training"),
                               ModelSource::FromBuffer(eval.data(), eval.size(), "eval"));
   TrainingSession from_files = Open(set);
-  std::vector<Tensor> batch = Batch(8, 7);
+  std::vector<Tensor> batch = ImageBatch(8, 7);
   EXPECT_EQ(Loss(from_memory.TrainStep(batch)), Loss(from_files.TrainStep(batch)));
   EXPECT_FALSE(from_memory.has_optimizer_model());
   EXPECT_ERROR(from_memory.OptimizerStep(), ErrorCode::kInvalidArgument, "no optimizer model");
@@ -294,7 +284,7 @@ TEST(TrainingSession, ResumeFromCheckpointIsExact) {
   const ArtifactSet& set = MlpAdamW();
   auto run = [&](TrainingSession& s, int first, int count) {
     for (int i = first; i < first + count; ++i) {
-      s.TrainStep(Batch(16, 100 + i));
+      s.TrainStep(ImageBatch(16, 100 + i));
       s.OptimizerStep();
       s.SchedulerStep();
       s.LazyResetGrad();
@@ -323,7 +313,7 @@ TEST(TrainingSession, ResumeFromCheckpointIsExact) {
 TEST(TrainingSession, BatchNormRunningStatisticsAreWrittenBack) {
   static ArtifactSet set = Generate("lenet", kModels + "/lenet_bn.onnx", WithOutput());
   TrainingSession s = Open(set);
-  std::vector<Tensor> batch = Batch(8, 8);
+  std::vector<Tensor> batch = ImageBatch(8, 8);
   Tensor mean = s.state().GetParameter("features.1.running_mean");
   EXPECT_EQ(mean.ToVector<float>(), std::vector<float>(6, 0.0f));
   s.TrainStep(batch);
@@ -338,7 +328,7 @@ TEST(TrainingSession, BatchNormRunningStatisticsAreWrittenBack) {
 
 TEST(TrainingSession, ExportedModelMatchesTheEvalGraph) {
   TrainingSession s = Open(MlpAdamW());
-  std::vector<Tensor> batch = Batch(16, 9);
+  std::vector<Tensor> batch = ImageBatch(16, 9);
   s.TrainStep(batch);
   s.OptimizerStep();
   fs::path path = TempDir("export") / "inference.onnx";
@@ -357,7 +347,7 @@ TEST(TrainingSession, ExportedModelMatchesTheEvalGraph) {
 TEST(TrainingSession, ExportsAnyValueOfTheEvalGraphByName) {
   static ArtifactSet plain = Generate("mlp_plain", kModels + "/mlp.onnx", ArtifactOptions{});
   TrainingSession s = Open(plain);
-  std::vector<Tensor> batch = Batch(8, 12);
+  std::vector<Tensor> batch = ImageBatch(8, 12);
   s.TrainStep(batch);
   s.OptimizerStep();
   Model eval_model = LoadModel(plain.eval());
@@ -393,7 +383,7 @@ TEST(TrainingSession, NominalCheckpointNeedsParametersFirst) {
   CheckpointState state = CheckpointState::Load(nominal.checkpoint());
   ASSERT_TRUE(state.is_nominal());
   TrainingSession s = Open(nominal, state);
-  std::vector<Tensor> batch = Batch(8, 10);
+  std::vector<Tensor> batch = ImageBatch(8, 10);
   EXPECT_ERROR(s.TrainStep(batch), ErrorCode::kInvalidArgument, "nominal");
   EXPECT_ERROR(s.OptimizerStep(), ErrorCode::kInvalidArgument, "nominal");
   EXPECT_ERROR(Parameters(s, false), ErrorCode::kInvalidArgument,
@@ -445,7 +435,7 @@ TEST(TrainingSessionErrors, BadFeedsLeaveTheStateUnchanged) {
   s.SetLearningRate(0.1f);
   TrainingSession reference = Open(MlpSgd());
   reference.SetLearningRate(0.1f);
-  std::vector<Tensor> batch = Batch(8, 11);
+  std::vector<Tensor> batch = ImageBatch(8, 11);
   s.TrainStep(batch);
   reference.TrainStep(batch);
 
