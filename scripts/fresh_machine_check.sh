@@ -16,6 +16,7 @@ cleanup() {
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
+trap "exit 1" TERM INT
 bind() { mkdir -p "$2"; mount --bind "$1" "$2"; mounts+=("$2"); }
 
 [ "$(id -u)" -eq 0 ] || { echo "fresh_machine_check: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
