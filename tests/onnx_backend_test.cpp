@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -169,21 +171,49 @@ std::set<std::string> UnsupportedReasons(const std::string& message) {
   return reasons;
 }
 
+// The checked-in list of cases that must pass ("suite/case" per line, '#' comments).
+std::set<std::string> ReadExpectedPasses(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the list of expected passes '" + path + "'");
+  std::set<std::string> cases;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') cases.insert(line);
+  return cases;
+}
+
+// Every listed case must pass and every passing case must be listed, so that no case quietly becomes
+// unsupported and the list stays exact.
+bool MatchesExpectedPasses(const std::set<std::string>& expected, const std::set<std::string>& passed,
+                           const std::string& path) {
+  bool ok = true;
+  for (const auto& c : expected)
+    if (!passed.count(c)) {
+      std::cout << "REGRESSION " << c << ": listed in " << path << " but does not pass\n";
+      ok = false;
+    }
+  for (const auto& c : passed)
+    if (!expected.count(c)) {
+      std::cout << "NEW PASS " << c << ": add it to " << path << "\n";
+      ok = false;
+    }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string root = "/usr/share/libonnx-testdata/data";
   std::string filter;
   bool verbose = false;
-  int min_node_pass = 0;
+  std::string expected_passes_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--root" && i + 1 < argc) root = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--verbose") verbose = true;
-    else if (a == "--min-node-pass" && i + 1 < argc) min_node_pass = std::stoi(argv[++i]);
+    else if (a == "--expected-passes" && i + 1 < argc) expected_passes_path = argv[++i];
     else {
-      std::cerr << "usage: onnx_backend_tests [--root DIR] [--filter SUBSTRING] [--verbose] [--min-node-pass N]\n";
+      std::cerr << "usage: onnx_backend_tests [--root DIR] [--filter SUBSTRING] [--verbose] [--expected-passes FILE]\n";
       return 2;
     }
   }
@@ -191,7 +221,16 @@ int main(int argc, char** argv) {
     std::cerr << "ONNX backend test data not found at " << root << " (install libonnx-testdata)\n";
     return 1;
   }
-  int total_failed = 0, total_passed = 0, node_passed = 0;
+  const bool check_list = !expected_passes_path.empty() && filter.empty();
+  std::set<std::string> expected_passes;
+  try {
+    if (check_list) expected_passes = ReadExpectedPasses(expected_passes_path);
+  } catch (const std::exception& e) {
+    std::cout << e.what() << "\n";
+    return 1;
+  }
+  int total_failed = 0, total_passed = 0;
+  std::set<std::string> passed_cases;
   std::map<std::string, int> unsupported_ops;
   for (const char* suite : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
     std::vector<fs::path> cases;
@@ -204,7 +243,10 @@ int main(int argc, char** argv) {
       CaseResult r = RunCase(dir);
       const char* label = "PASS";
       switch (r.outcome) {
-        case Outcome::kPassed: ++passed; break;
+        case Outcome::kPassed:
+          ++passed;
+          passed_cases.insert(std::string(suite) + "/" + dir.filename().string());
+          break;
         case Outcome::kRandom: ++random; label = "RANDOM"; break;
         case Outcome::kBadData: ++bad_data; label = "BAD-TEST-DATA"; break;
         case Outcome::kFailed: ++failed; label = "FAIL"; break;
@@ -223,16 +265,14 @@ int main(int argc, char** argv) {
               << " with test data that contradicts the model\n";
     total_failed += failed;
     total_passed += passed;
-    if (std::string(suite) == "node") node_passed = passed;
   }
   if (!unsupported_ops.empty()) {
     std::cout << "unsupported (cases):";
     for (const auto& [op, n] : unsupported_ops) std::cout << " " << op << " (" << n << ")";
     std::cout << "\n";
   }
-  bool ok = total_failed == 0 && node_passed >= min_node_pass;
-  if (node_passed < min_node_pass)
-    std::cout << "only " << node_passed << " node cases pass; at least " << min_node_pass << " must\n";
+  bool ok = total_failed == 0;
+  if (check_list) ok &= MatchesExpectedPasses(expected_passes, passed_cases, expected_passes_path);
   std::cout << "onnx backend: " << total_passed << " passed, " << total_failed << " failed\n";
   return ok ? 0 : 1;
 }
