@@ -169,7 +169,7 @@ Checkpoint RichCheckpoint() {
   c.trainable["a_first"] = Iota<float>({}, 7.0, 0.0);
   c.frozen["embedding.ids"] = Iota<int64_t>({2, 2}, -3, 1000000000000.0);
   c.frozen["mask"] = Iota<bool>({5}, 0, 1);
-  c.frozen["bytes"] = Iota<uint8_t>({7}, 250, 1);
+  c.frozen["bytes"] = Iota<uint8_t>({7}, 249, 1);  // up to 255
   c.frozen["counts"] = Iota<int32_t>({2, 0, 3}, 0, 1);  // zero elements
   Tensor half(DataType::kFloat16, {2});
   half.data<Float16>()[0] = Float16(1.5f);

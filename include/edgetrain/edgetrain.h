@@ -145,8 +145,13 @@ typedef struct et_session_options {
 /* Fills `options` with the defaults (1 thread, the library's default seed). */
 void et_session_options_init(et_session_options* options);
 
-/* Which graph of a session a name query is about. */
-typedef enum et_model_kind { ET_MODEL_TRAINING = 0, ET_MODEL_EVAL = 1 } et_model_kind;
+/* Which graph of a session a name query is about. The last value keeps the type as wide as int, so
+ * that an unknown kind is a typed error rather than undefined behaviour. */
+typedef enum et_model_kind {
+  ET_MODEL_TRAINING = 0,
+  ET_MODEL_EVAL = 1,
+  ET_MODEL_KIND_MAX_ENUM = 0x7fffffff
+} et_model_kind;
 
 /* The session trains the tensors of `state` (shared: saving the state later saves the trained values;
  * the state handle may be freed before the session). eval_model_path and optimizer_model_path may be

@@ -199,6 +199,7 @@ inline std::vector<std::string> ModelNames(const edgetrain::TrainingSession& ses
   switch (model) {
     case ET_MODEL_TRAINING: return inputs ? session.TrainingInputNames() : session.TrainingOutputNames();
     case ET_MODEL_EVAL: return inputs ? session.EvalInputNames() : session.EvalOutputNames();
+    case ET_MODEL_KIND_MAX_ENUM: break;
   }
   Fail(ErrorCode::kInvalidArgument, "model kind ", static_cast<int>(model), " is neither training nor eval");
 }
