@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package that the build, the tests and the demo need (only what is missing),
-# then configures and builds edgetrain into build/. Safe to run again.
+# Installs what the build, the tests and the demo need and is missing (Debian packages; pinned peers
+# from npm and PyPI, the latter in venvs over Debian's Python), then builds edgetrain into build/.
+# Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
