@@ -36,6 +36,16 @@ std::string NormalDomain(const std::string& d) { return d == "ai.onnx" ? "" : d;
 
 Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx);
 
+void CheckStringBytes(size_t bytes, const std::string& what, const ImportContext& ctx) {
+  ET_CHECK(bytes <= ctx.options->max_string_bytes, ErrorCode::kResourceExhausted, ctx.source, ": ", what, " holds ",
+           bytes, " bytes of strings, more than the limit of ", ctx.options->max_string_bytes);
+}
+
+void CheckNodeCount(size_t nodes, const ImportContext& ctx) {
+  ET_CHECK(nodes <= ctx.options->max_nodes, ErrorCode::kResourceExhausted, ctx.source,
+           ": a graph has more than ", ctx.options->max_nodes, " nodes after expanding functions");
+}
+
 Attribute ConvertAttribute(const onnx::AttributeProto& a, const std::string& where, ImportContext& ctx) {
   Attribute out;
   using A = onnx::AttributeProto;
@@ -43,12 +53,23 @@ Attribute ConvertAttribute(const onnx::AttributeProto& a, const std::string& whe
   switch (a.type()) {
     case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
     case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-    case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case A::STRING:
+      CheckStringBytes(a.s().size(), what, ctx);
+      out.kind = Attribute::Kind::kString;
+      out.s = a.s();
+      break;
     case A::TENSOR: out.kind = Attribute::Kind::kTensor; out.t = TensorFromProto(a.t(), ctx.base_dir, what); break;
     case A::GRAPH: out.kind = Attribute::Kind::kGraph; out.g = std::make_shared<Graph>(ConvertGraph(a.g(), ctx)); break;
     case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
     case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::STRINGS: {
+      size_t bytes = 0;
+      for (const auto& s : a.strings()) bytes += s.size();
+      CheckStringBytes(bytes, what, ctx);
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    }
     case A::TENSORS:
       out.kind = Attribute::Kind::kTensors;
       for (const auto& t : a.tensors()) out.tensors.push_back(TensorFromProto(t, ctx.base_dir, what));
@@ -130,6 +151,7 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
     onnx::FunctionProto built;
     const onnx::FunctionProto* fn = FindFunctionBody(node, opset, ctx, built);
     if (!fn) {
+      CheckNodeCount(out.size() + 1, ctx);
       out.push_back(item);
       continue;
     }
@@ -187,6 +209,11 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
 Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx) {
   Graph graph;
   graph.name = g.name();
+  ET_CHECK(static_cast<size_t>(g.initializer_size()) <= ctx.options->max_initializers, ErrorCode::kResourceExhausted,
+           ctx.source, ": graph '", g.name(), "' has ", g.initializer_size(), " initializers, more than the limit of ",
+           ctx.options->max_initializers);
+  ET_CHECK(static_cast<size_t>(g.node_size()) <= ctx.options->max_nodes, ErrorCode::kResourceExhausted, ctx.source,
+           ": graph '", g.name(), "' has ", g.node_size(), " nodes, more than the limit of ", ctx.options->max_nodes);
   for (const auto& init : g.initializer()) {
     ET_CHECK(!init.name().empty(), ErrorCode::kInvalidModel, ctx.source, ": an initializer has no name");
     graph.initializers[init.name()] =
