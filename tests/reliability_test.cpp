@@ -502,7 +502,7 @@ TEST(MemoryLimit, StepWhoseIntermediatesExceedTheLimitIsRefusedBeforeAllocatingT
   const std::vector<float> before = Parameters(tight);
   EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted, "model '" + a.training().string() + "'");
   EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
-               "for the intermediate tensors alive at node");
+               "for the intermediate tensors alive at this node");
   EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
                "more than the memory limit of " + std::to_string(held + 16 * 1024) + " bytes");
   EXPECT_EQ(Parameters(tight), before);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -396,7 +397,7 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--threads", t->threads, "intra-op threads")->check(CLI::Range(1, 256));
   train->add_option("--seed", t->seed, "data order and Dropout seed");
   train->add_option("--memory-limit", t->memory_limit, "bytes the session may hold; refused beyond (default: none)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   train->add_option("--limit", t->limit, "use only the first N training samples")->check(CLI::NonNegativeNumber);
   train->add_option("--checkpoint-out", t->checkpoint_out, "checkpoint written after each epoch (with optimizer state)");
   train->add_option("--resume", t->resume, "continue from this checkpoint (its epoch count and optimizer state)");

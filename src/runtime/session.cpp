@@ -334,7 +334,7 @@ class GraphExecutor {
     }
     if (limit_ != 0) {  // the measuring run: what is alive at once, before the plan is known
       const uint64_t bytes = CheckedBytes(shape, dtype);
-      CheckMemoryLimit(live_bytes_ + bytes, "the intermediate tensors alive at ", step.node->Describe());
+      CheckMemoryLimit(live_bytes_ + bytes, "the intermediate tensors alive at this node");
       live_bytes_ += bytes;
       live_by_slot_[slot] += bytes;
     }
