@@ -294,6 +294,26 @@ void onnx_proto::InferValueInfo(onnx::ModelProto& proto) {
   }
 }
 
+namespace {
+
+// ONNX's version converter dereferences a null value for a name the main graph reads but never
+// defines (libonnx's graphProtoToGraph): such a model is refused before it gets there.
+void CheckDefinedForConversion(const onnx::GraphProto& g, const std::string& source) {
+  std::unordered_set<std::string> defined{""};
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) defined.insert(n.output().begin(), n.output().end());
+  for (const auto& n : g.node())
+    for (const auto& in : n.input())
+      ET_CHECK(defined.count(in), ErrorCode::kInvalidModel, source, ": node '", n.name(), "' (", n.op_type(),
+               ") reads '", in, "', which no node, graph input or initializer defines");
+  for (const auto& out : g.output())
+    ET_CHECK(defined.count(out.name()), ErrorCode::kInvalidModel, source, ": graph output '", out.name(),
+             "' is not computed by any node, nor a graph input or initializer");
+}
+
+}  // namespace
+
 Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
                                    const ImportOptions& options) {
   ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
@@ -307,6 +327,7 @@ Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& s
   if (!ctx.opsets.count("")) ctx.opsets[""] = 1;
   if (options.upgrade_to_opset > ctx.opsets[""]) {
     DropUnusedBatchNormOutputs(*proto.mutable_graph());
+    CheckDefinedForConversion(proto.graph(), source);
     try {
       proto = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(options.upgrade_to_opset));
     } catch (const std::exception& e) {
