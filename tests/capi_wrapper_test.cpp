@@ -126,6 +126,14 @@ TEST(CApiWrapper, CErrorsBecomeEtErrorsWithTheSameMessage) {
   EXPECT_NE(std::string(error.what()).find("no eval model"), std::string::npos) << error.what();
   error = ErrorOf([&] { loaded.GetFloatProperty("missing_property"); });
   EXPECT_NE(std::string(error.what()).find("missing_property"), std::string::npos) << error.what();
+  error = ErrorOf([] { et::SessionOptions().memory_limit(0); });
+  EXPECT_EQ(error.code(), ET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(error.what()).find("positive number of bytes, got 0"), std::string::npos) << error.what();
+  error = ErrorOf([&] {
+    et::TrainingSession(loaded, kArtifacts + "/training_model.onnx", {}, {}, et::SessionOptions().memory_limit(4096));
+  });
+  EXPECT_EQ(error.code(), ET_ERROR_RESOURCE_EXHAUSTED);
+  EXPECT_NE(std::string(error.what()).find("more than the memory limit of 4096 bytes"), std::string::npos) << error.what();
   error = ErrorOf([&] { loaded.UpdateParameter("net.1.bias", {batch.images, {3}}); });
   EXPECT_NE(std::string(error.what()).find("net.1.bias"), std::string::npos) << error.what();
   error = ErrorOf([&] { loaded.GetParameter<int32_t>("net.1.bias"); });

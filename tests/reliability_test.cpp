@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "autodiff/artifacts.hpp"
+#include "edgetrain/edgetrain.h"
 #include "onnx/exporter.hpp"
+#include "onnx/importer.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
 #include "training/training_session.hpp"
@@ -465,4 +467,219 @@ TEST(UntrustedFiles, ExternalDataThroughASymlinkOutOfTheModelDirectoryIsRefused)
     }
     EXPECT_ERROR(Session::FromFile(path), ErrorCode::kInvalidModel, location);
   }
+}
+
+// ---- memory limit ----
+
+namespace {
+TrainingSession OpenLimited(const ArtifactDir& a, uint64_t limit) {
+  return TrainingSession(CheckpointState::Load(a.checkpoint().string()), a.training().string(), a.eval().string(),
+                         a.optimizer().string(), TrainingSessionOptions{.memory_limit_bytes = limit});
+}
+}  // namespace
+
+TEST(MemoryLimit, SessionWhoseParametersExceedTheLimitIsRefusedAtCreation) {
+  const ArtifactDir& a = LeNetBn();
+  EXPECT_ERROR(OpenLimited(a, 100'000), ErrorCode::kResourceExhausted,
+               "training model '" + a.training().string() + "': the session needs at least ");
+  EXPECT_ERROR(OpenLimited(a, 100'000), ErrorCode::kResourceExhausted, "more than the memory limit of 100000 bytes");
+}
+
+TEST(MemoryLimit, StepWhoseIntermediatesExceedTheLimitIsRefusedBeforeAllocatingThem) {
+  const ArtifactDir& a = LeNetBn();
+  TrainingSession unlimited = Open(a);
+  // Parameters (all), then for the trainable ones a gradient and AdamW's two moments, all float32.
+  const uint64_t held = 4 * (unlimited.GetParametersSize(false) + 3 * unlimited.GetParametersSize(true));
+  TrainingSession tight = OpenLimited(a, held + 16 * 1024);  // creation fits; a batch of 8 does not
+  const std::vector<float> before = Parameters(tight);
+  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted, "model '" + a.training().string() + "'");
+  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
+               "for the intermediate tensors alive at this node");
+  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
+               "more than the memory limit of " + std::to_string(held + 16 * 1024) + " bytes");
+  EXPECT_EQ(Parameters(tight), before);
+}
+
+TEST(MemoryLimit, SessionWithinTheLimitTrainsAsWithout) {
+  const ArtifactDir& a = LeNetBn();
+  TrainingSession unlimited = Open(a), limited = OpenLimited(a, 64ull << 20);
+  const std::vector<float> expected = Train(unlimited, 3, 7);
+  EXPECT_EQ(Train(limited, 3, 7), expected);
+  EXPECT_EQ(Parameters(limited), Parameters(unlimited));
+  EXPECT_EQ(limited.EvalStep(Batch(8, 3)).at(0).ToVector<float>(), unlimited.EvalStep(Batch(8, 3)).at(0).ToVector<float>());
+}
+
+TEST(MemoryLimit, CApiRefusesNonPositiveLimitsAndReportsTheExhaustedOne) {
+  const ArtifactDir& a = LeNetBn();
+  et_session_options options;
+  et_session_options_init(&options);
+  EXPECT_EQ(options.memory_limit_bytes, 0);
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, INT64_MIN}) {
+    et_error* error = et_session_options_set_memory_limit(&options, bad);
+    EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+    std::string expected = "must be a positive number of bytes, got ";
+    expected += std::to_string(bad);
+    EXPECT_NE(std::string(et_error_get_message(error)).find(expected), std::string::npos) << et_error_get_message(error);
+    et_error_free(error);
+  }
+  et_error* error = et_session_options_set_memory_limit(nullptr, 10);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+  et_error_free(error);
+
+  et_checkpoint_state* state = nullptr;
+  ASSERT_EQ(et_checkpoint_load(a.checkpoint().c_str(), &state), nullptr);
+  auto create = [&](const et_session_options& o) {
+    et_training_session* session = nullptr;
+    et_error* e = et_training_session_create(state, a.training().c_str(), a.eval().c_str(), a.optimizer().c_str(), &o,
+                                             &session);
+    et_training_session_free(session);
+    return e;
+  };
+  options.memory_limit_bytes = -4096;  // set directly, past the setter
+  error = create(options);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(et_error_get_message(error)).find("memory_limit_bytes is -4096"), std::string::npos)
+      << et_error_get_message(error);
+  et_error_free(error);
+  ASSERT_EQ(et_session_options_set_memory_limit(&options, 4096), nullptr);
+  EXPECT_EQ(options.memory_limit_bytes, 4096);
+  error = create(options);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_RESOURCE_EXHAUSTED);
+  EXPECT_NE(std::string(et_error_get_message(error)).find(a.training().string()), std::string::npos)
+      << et_error_get_message(error);
+  et_error_free(error);
+  ASSERT_EQ(et_session_options_set_memory_limit(&options, 64ll << 20), nullptr);
+  error = create(options);
+  EXPECT_EQ(error, nullptr) << et_error_get_message(error);
+  et_error_free(error);
+  et_checkpoint_free(state);
+}
+
+TEST(MemoryLimit, InferenceSessionChecksItsInitializersAndItsPlan) {
+  SessionOptions options;
+  options.memory_limit_bytes = 1000;
+  EXPECT_ERROR(Session::FromFile(kModels + "/lenet_bn.onnx", options), ErrorCode::kResourceExhausted,
+               "model '" + kModels + "/lenet_bn.onnx' needs at least ");
+  options.memory_limit_bytes = 64ull << 20;
+  Session session = Session::FromFile(kModels + "/lenet_bn.onnx", options);
+  const Tensor x = Batch(4, 5).at(0);
+  std::vector<Tensor> out = session.Run({{session.InputNames().at(0), x}});
+  EXPECT_EQ(out.at(0).shape(), (Shape{4, 10}));
+  EXPECT_GT(session.planned_peak_bytes(), 0u);
+  EXPECT_EQ(Session::FromFile(kModels + "/lenet_bn.onnx").Run({{session.InputNames().at(0), x}}).at(0).ToVector<float>(),
+            out.at(0).ToVector<float>());
+}
+
+// ---- counts bounded before allocation ----
+
+namespace {
+std::string Numbered(std::string prefix, int i) { return prefix.append(std::to_string(i)); }
+
+// x -> Identity x `nodes` -> y, written to a file; `edit` adds to the proto first.
+std::string CountsModel(const std::string& name, int nodes, const std::function<void(onnx::ModelProto&)>& edit = {}) {
+  onnx::ModelProto m = edgetrain::testing::NewModel();
+  auto* g = m.mutable_graph();
+  edgetrain::testing::AddValue(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {"2"});
+  edgetrain::testing::AddValue(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {"2"});
+  for (int i = 0; i < nodes; ++i)
+    edgetrain::testing::AddNode(g, "Identity", {i ? Numbered("v", i) : "x"}, {i + 1 < nodes ? Numbered("v", i + 1) : "y"},
+                                Numbered("n", i));
+  if (edit) edit(m);
+  const std::string path = (TempDir("counts") / (name + ".onnx")).string();
+  std::ofstream out(path, std::ios::binary);
+  m.SerializeToOstream(&out);
+  return path;
+}
+}  // namespace
+
+TEST(UntrustedFiles, NodeCountIsBoundedBeforeConversion) {
+  const std::string path = CountsModel("five_nodes", 5);
+  ImportOptions options;
+  options.max_nodes = 4;
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted,
+               path + ": graph 'test' has 5 nodes, more than the limit of 4");
+  options.max_nodes = 5;
+  EXPECT_EQ(LoadModel(path, options).graph.nodes.size(), 5u);
+}
+
+// Each model-local function calls the next four times: 6 levels expand to 4^6 nodes.
+TEST(UntrustedFiles, NodeCountAfterFunctionExpansionIsBounded) {
+  const std::string path = CountsModel("expanding", 1, [](onnx::ModelProto& m) {
+    auto* g = m.mutable_graph();
+    g->mutable_node(0)->set_op_type("F0");
+    g->mutable_node(0)->set_domain("local");
+    auto* imp = m.add_opset_import();
+    imp->set_domain("local");
+    imp->set_version(1);
+    for (int level = 0; level <= 5; ++level) {
+      auto* f = m.add_functions();
+      f->set_name(Numbered("F", level));
+      f->set_domain("local");
+      f->add_input("a");
+      f->add_output("b");
+      auto* fi = f->add_opset_import();
+      fi->set_version(17);
+      auto* fl = f->add_opset_import();
+      fl->set_domain("local");
+      fl->set_version(1);
+      for (int k = 0; k < 4; ++k) {
+        auto* n = f->add_node();
+        n->set_op_type(level < 5 ? Numbered("F", level + 1) : "Identity");
+        if (level < 5) n->set_domain("local");
+        n->add_input(k ? Numbered("t", k) : "a");
+        n->add_output(k < 3 ? Numbered("t", k + 1) : "b");
+      }
+    }
+  });
+  ImportOptions options;
+  options.max_nodes = 4095;
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted,
+               path + ": a graph has more than 4095 nodes after expanding functions");
+  options.max_nodes = 4096;
+  Model model = LoadModel(path, options);
+  EXPECT_EQ(model.graph.nodes.size(), 4096u);
+  EXPECT_EQ(model.graph.nodes.front().op_type, "Identity");
+}
+
+TEST(UntrustedFiles, InitializerCountIsBoundedBeforeConversion) {
+  const std::string path = CountsModel("initializers", 1, [](onnx::ModelProto& m) {
+    for (int i = 0; i < 3; ++i) {
+      auto* t = m.mutable_graph()->add_initializer();
+      t->set_name(Numbered("w", i));
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_float_data(1.0f);
+    }
+  });
+  ImportOptions options;
+  options.max_initializers = 2;
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted,
+               path + ": graph 'test' has 3 initializers, more than the limit of 2");
+  options.max_initializers = 3;
+  EXPECT_EQ(LoadModel(path, options).graph.initializers.size(), 3u);
+}
+
+TEST(UntrustedFiles, StringAttributeLengthIsBounded) {
+  const std::string path = CountsModel("strings", 1, [](onnx::ModelProto& m) {
+    auto* node = m.mutable_graph()->mutable_node(0);
+    auto* s = node->add_attribute();
+    s->set_name("note");
+    s->set_type(onnx::AttributeProto::STRING);
+    s->set_s(std::string(50, 'a'));
+    auto* list = node->add_attribute();
+    list->set_name("notes");
+    list->set_type(onnx::AttributeProto::STRINGS);
+    for (int i = 0; i < 3; ++i) list->add_strings(std::string(30, 'b'));
+  });
+  ImportOptions options;
+  options.max_string_bytes = 49;
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted,
+               "attribute 'note' holds 50 bytes of strings, more than the limit of 49");
+  options.max_string_bytes = 89;
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted, path + ": ");
+  EXPECT_ERROR(LoadModel(path, options), ErrorCode::kResourceExhausted,
+               "attribute 'notes' holds 90 bytes of strings, more than the limit of 89");
+  options.max_string_bytes = 90;
+  const Model model = LoadModel(path, options);
+  EXPECT_EQ(model.graph.nodes.at(0).attributes.at("note").s, std::string(50, 'a'));
+  EXPECT_EQ(model.graph.nodes.at(0).attributes.at("notes").strings, std::vector<std::string>(3, std::string(30, 'b')));
 }

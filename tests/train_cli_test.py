@@ -116,6 +116,11 @@ def main():
         expect_error("sample counts differ", r, "InvalidArgument", "x.npy", "few.npy")
         r = run("train", art, "--data", f"input={tmp}/x.npy", f"labels={tmp}/y.npy", f"{tmp}/y.npy")
         expect_error("more files than inputs", r, "InvalidArgument", "more files than model inputs")
+        r = run("train", art, "--data", *test, "--memory-limit", 1000)
+        expect_error("a memory limit below the parameters", r, "ResourceExhausted", "training_model.onnx",
+                     "more than the memory limit of 1000 bytes")
+        r = run("train", art, "--data", *test, "--memory-limit", 0)
+        expect("--memory-limit 0 is refused", r.returncode != 0 and "--memory-limit" in r.stderr, r.stderr)
         r = run("train", f"{tmp}/nowhere", "--data", f"{tmp}/x.npy")
         expect_error("missing artifact directory", r, "IoError", "nowhere")
         with open(f"{tmp}/two.ckpt", "rb") as f:

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -212,6 +213,7 @@ struct TrainOptions {
   float gamma = 0.1f, min_lr = 0.0f;
   int threads = 1;
   uint64_t seed = 0;
+  uint64_t memory_limit = 0;
 };
 
 void RegisterScheduler(TrainingSession& session, const TrainOptions& o, int64_t total_steps) {
@@ -231,7 +233,7 @@ void Train(const TrainOptions& o) {
   ET_CHECK(!o.resume.empty() || !files.checkpoint.empty(), ErrorCode::kIoError, "artifact directory '", where.dir,
            "' has no ", where.prefix, "checkpoint");
   CheckpointState state = CheckpointState::Load(o.resume.empty() ? files.checkpoint : o.resume);
-  TrainingSession session(state, files.training, files.eval, files.optimizer, {o.threads, o.seed});
+  TrainingSession session(state, files.training, files.eval, files.optimizer, {o.threads, o.seed, o.memory_limit});
 
   Dataset train = LoadFor(o.data, session.TrainingInputNames(), "--data");
   if (o.limit > 0) train.KeepFirst(o.limit);
@@ -394,6 +396,8 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--gamma", t->gamma, "step: decay factor");
   train->add_option("--threads", t->threads, "intra-op threads")->check(CLI::Range(1, 256));
   train->add_option("--seed", t->seed, "data order and Dropout seed");
+  train->add_option("--memory-limit", t->memory_limit, "bytes the session may hold; refused beyond (default: none)")
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
   train->add_option("--limit", t->limit, "use only the first N training samples")->check(CLI::NonNegativeNumber);
   train->add_option("--checkpoint-out", t->checkpoint_out, "checkpoint written after each epoch (with optimizer state)");
   train->add_option("--resume", t->resume, "continue from this checkpoint (its epoch count and optimizer state)");

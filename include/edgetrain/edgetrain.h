@@ -140,10 +140,16 @@ typedef struct et_training_session et_training_session;
 typedef struct et_session_options {
   int num_threads; /* intra-op threads */
   uint64_t seed;   /* random operators such as Dropout */
+  /* Bytes the session may hold (parameters, gradients, optimizer state, planned intermediate tensors);
+   * 0: no limit. A session that needs more fails with ET_ERROR_RESOURCE_EXHAUSTED at creation or before
+   * the allocation that would cross it; a negative value is ET_ERROR_INVALID_ARGUMENT at creation. */
+  int64_t memory_limit_bytes;
 } et_session_options;
 
-/* Fills `options` with the defaults (1 thread, the library's default seed). */
+/* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit). */
 void et_session_options_init(et_session_options* options);
+/* Sets options->memory_limit_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
+et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes);
 
 /* Which graph of a session a name query is about. The last value keeps the type as wide as int, so
  * that an unknown kind is a typed error rather than undefined behaviour. */

@@ -234,6 +234,10 @@ struct SessionOptions {
     options.seed = value;
     return *this;
   }
+  SessionOptions& memory_limit(int64_t bytes) {
+    Check(et_session_options_set_memory_limit(&options, bytes));
+    return *this;
+  }
   et_session_options options;
 };
 

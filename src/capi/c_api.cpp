@@ -202,6 +202,15 @@ void et_session_options_init(et_session_options* options) {
   edgetrain::TrainingSessionOptions defaults;
   options->num_threads = defaults.num_threads;
   options->seed = defaults.seed;
+  options->memory_limit_bytes = 0;
+}
+
+et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes) {
+  return ET_GUARD({
+    ET_CHECK(bytes > 0, ErrorCode::kInvalidArgument, function, ": the memory limit must be a positive number of bytes, got ",
+             bytes);
+    ET_REQUIRE(options)->memory_limit_bytes = bytes;
+  });
 }
 
 et_error* et_training_session_create(et_checkpoint_state* state, const char* training_model_path,

@@ -181,6 +181,9 @@ inline edgetrain::TrainingSessionOptions ToTrainingOptions(const et_session_opti
   if (options != nullptr) {
     result.num_threads = options->num_threads;
     result.seed = options->seed;
+    ET_CHECK(options->memory_limit_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_limit_bytes is ",
+             options->memory_limit_bytes, "; it must be positive, or 0 for no limit");
+    result.memory_limit_bytes = static_cast<uint64_t>(options->memory_limit_bytes);
   }
   return result;
 }

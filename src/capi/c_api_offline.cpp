@@ -17,6 +17,7 @@ et_error* et_training_agent_create(const char* model_path, const char* const* tr
     edgetrain::SessionOptions session_options;
     session_options.num_threads = training_options.num_threads;
     session_options.seed = training_options.seed;
+    session_options.memory_limit_bytes = training_options.memory_limit_bytes;
     *out = new et_training_agent{edgetrain::LoadTrainingAgent(path, std::move(trainable), session_options), {}};
   });
 }

@@ -139,12 +139,19 @@ std::string TensorName(const odtc::Tensor& stored, const std::string& where) {
   return stored.name()->str();
 }
 
+// A file's int64 vector may sit 4-byte aligned only (the verifier checks no more): copied, not read in place.
+std::vector<int64_t> ReadDims(const flatbuffers::Vector<int64_t>* dims) {
+  std::vector<int64_t> out(dims != nullptr ? dims->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), dims->Data(), out.size() * sizeof(int64_t));
+  return out;
+}
+
 Tensor ReadTensor(const odtc::Tensor& stored, const std::string& what, const ReadContext& ctx) {
   DataType dtype = ReadDataType(stored.data_type(), what);
   Shape shape;
   uint64_t numel = 1;
   if (stored.dims() != nullptr) {
-    for (int64_t d : *stored.dims()) {
+    for (int64_t d : ReadDims(stored.dims())) {
       ET_CHECK(d >= 0, ErrorCode::kInvalidModel, what, " has a negative dimension ", d);
       ET_CHECK(d == 0 || numel <= std::numeric_limits<uint64_t>::max() / 8 / static_cast<uint64_t>(d),
                ErrorCode::kInvalidModel, what, " has too many elements");
@@ -323,7 +330,7 @@ std::optional<std::pair<uint64_t, uint64_t>> LiveExternalRange(const std::string
       if (t->external_data_offset() < 0) continue;
       uint64_t n = DataTypeSize(ReadDataType(t->data_type(), "tensor"));
       if (t->dims())
-        for (int64_t d : *t->dims()) {
+        for (int64_t d : ReadDims(t->dims())) {
           if (d < 0 || (d > 0 && n > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) {
             bad = true;
             return;

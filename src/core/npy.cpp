@@ -23,7 +23,9 @@ std::string HeaderField(const std::string& header, const std::string& key, const
   size_t at = header.find("'" + key + "'");
   ET_CHECK(at != std::string::npos, ErrorCode::kInvalidArgument, "'", path, "': .npy header has no '", key, "'");
   size_t colon = header.find(':', at);
-  size_t begin = header.find_first_not_of(" ", colon + 1);
+  size_t begin = colon == std::string::npos ? colon : header.find_first_not_of(" ", colon + 1);
+  ET_CHECK(begin != std::string::npos, ErrorCode::kInvalidArgument, "'", path, "': .npy header field '", key,
+           "' has no value");
   if (header[begin] == '\'') return header.substr(begin + 1, header.find('\'', begin + 1) - begin - 1);
   if (header[begin] == '(') return header.substr(begin + 1, header.find(')', begin) - begin - 1);
   size_t end = header.find_first_of(",}", begin);

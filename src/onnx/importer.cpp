@@ -36,6 +36,16 @@ std::string NormalDomain(const std::string& d) { return d == "ai.onnx" ? "" : d;
 
 Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx);
 
+void CheckStringBytes(size_t bytes, const std::string& what, const ImportContext& ctx) {
+  ET_CHECK(bytes <= ctx.options->max_string_bytes, ErrorCode::kResourceExhausted, ctx.source, ": ", what, " holds ",
+           bytes, " bytes of strings, more than the limit of ", ctx.options->max_string_bytes);
+}
+
+void CheckNodeCount(size_t nodes, const ImportContext& ctx) {
+  ET_CHECK(nodes <= ctx.options->max_nodes, ErrorCode::kResourceExhausted, ctx.source,
+           ": a graph has more than ", ctx.options->max_nodes, " nodes after expanding functions");
+}
+
 Attribute ConvertAttribute(const onnx::AttributeProto& a, const std::string& where, ImportContext& ctx) {
   Attribute out;
   using A = onnx::AttributeProto;
@@ -43,12 +53,23 @@ Attribute ConvertAttribute(const onnx::AttributeProto& a, const std::string& whe
   switch (a.type()) {
     case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
     case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-    case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case A::STRING:
+      CheckStringBytes(a.s().size(), what, ctx);
+      out.kind = Attribute::Kind::kString;
+      out.s = a.s();
+      break;
     case A::TENSOR: out.kind = Attribute::Kind::kTensor; out.t = TensorFromProto(a.t(), ctx.base_dir, what); break;
     case A::GRAPH: out.kind = Attribute::Kind::kGraph; out.g = std::make_shared<Graph>(ConvertGraph(a.g(), ctx)); break;
     case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
     case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::STRINGS: {
+      size_t bytes = 0;
+      for (const auto& s : a.strings()) bytes += s.size();
+      CheckStringBytes(bytes, what, ctx);
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    }
     case A::TENSORS:
       out.kind = Attribute::Kind::kTensors;
       for (const auto& t : a.tensors()) out.tensors.push_back(TensorFromProto(t, ctx.base_dir, what));
@@ -130,6 +151,7 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
     onnx::FunctionProto built;
     const onnx::FunctionProto* fn = FindFunctionBody(node, opset, ctx, built);
     if (!fn) {
+      CheckNodeCount(out.size() + 1, ctx);
       out.push_back(item);
       continue;
     }
@@ -187,6 +209,11 @@ void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>&
 Graph ConvertGraph(const onnx::GraphProto& g, ImportContext& ctx) {
   Graph graph;
   graph.name = g.name();
+  ET_CHECK(static_cast<size_t>(g.initializer_size()) <= ctx.options->max_initializers, ErrorCode::kResourceExhausted,
+           ctx.source, ": graph '", g.name(), "' has ", g.initializer_size(), " initializers, more than the limit of ",
+           ctx.options->max_initializers);
+  ET_CHECK(static_cast<size_t>(g.node_size()) <= ctx.options->max_nodes, ErrorCode::kResourceExhausted, ctx.source,
+           ": graph '", g.name(), "' has ", g.node_size(), " nodes, more than the limit of ", ctx.options->max_nodes);
   for (const auto& init : g.initializer()) {
     ET_CHECK(!init.name().empty(), ErrorCode::kInvalidModel, ctx.source, ": an initializer has no name");
     graph.initializers[init.name()] =
@@ -267,6 +294,26 @@ void onnx_proto::InferValueInfo(onnx::ModelProto& proto) {
   }
 }
 
+namespace {
+
+// ONNX's version converter dereferences a null value for a name the main graph reads but never
+// defines (libonnx's graphProtoToGraph): such a model is refused before it gets there.
+void CheckDefinedForConversion(const onnx::GraphProto& g, const std::string& source) {
+  std::unordered_set<std::string> defined{""};
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) defined.insert(n.output().begin(), n.output().end());
+  for (const auto& n : g.node())
+    for (const auto& in : n.input())
+      ET_CHECK(defined.count(in), ErrorCode::kInvalidModel, source, ": node '", n.name(), "' (", n.op_type(),
+               ") reads '", in, "', which no node, graph input or initializer defines");
+  for (const auto& out : g.output())
+    ET_CHECK(defined.count(out.name()), ErrorCode::kInvalidModel, source, ": graph output '", out.name(),
+             "' is not computed by any node, nor a graph input or initializer");
+}
+
+}  // namespace
+
 Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& source, const std::string& base_dir,
                                    const ImportOptions& options) {
   ET_CHECK(proto.has_graph(), ErrorCode::kInvalidModel, "'", source,
@@ -280,6 +327,7 @@ Model onnx_proto::ImportModelProto(onnx::ModelProto& proto, const std::string& s
   if (!ctx.opsets.count("")) ctx.opsets[""] = 1;
   if (options.upgrade_to_opset > ctx.opsets[""]) {
     DropUnusedBatchNormOutputs(*proto.mutable_graph());
+    CheckDefinedForConversion(proto.graph(), source);
     try {
       proto = onnx::version_conversion::ConvertVersion(proto, static_cast<int>(options.upgrade_to_opset));
     } catch (const std::exception& e) {

@@ -21,6 +21,12 @@ struct ImportOptions {
   std::function<bool(const std::string&, const std::string&, int64_t)> needs_shapes;
   // > 0: models importing an older default-domain opset are converted to this one first.
   int64_t upgrade_to_opset = 0;
+  // Bounds on what a model file makes the importer allocate, checked before it does (kResourceExhausted
+  // naming the file): nodes of one graph after function expansion, initializers of one graph, bytes
+  // of one string or strings attribute.
+  size_t max_nodes = size_t{1} << 20;
+  size_t max_initializers = size_t{1} << 20;
+  size_t max_string_bytes = size_t{1} << 20;
 };
 
 Model LoadModel(const std::string& path, const ImportOptions& options = {});

@@ -23,8 +23,12 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::strin
 
 template <typename T, typename U>
 void AppendAll(const flatbuffers::Vector<T>* in, google::protobuf::RepeatedField<U>* out) {
-  if (in)
-    for (T value : *in) out->Add(value);
+  if (!in) return;
+  for (size_t i = 0; i < in->size(); ++i) {  // int64 elements may be only 4-byte aligned in a file
+    T value;
+    std::memcpy(&value, in->Data() + i * sizeof(T), sizeof(T));
+    out->Add(value);
+  }
 }
 
 // Rebuilds the ModelProto ORT serialized, so that the ONNX importer's pipeline can take over.

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <unordered_set>
+#include <utility>
 
 #include "core/text.hpp"
 #include "ir/passes.hpp"
@@ -284,13 +286,18 @@ class GraphExecutor {
       std::fill(define_step_.begin(), define_step_.end(), -1);
     }
     plan_broken_ = false;
+    live_bytes_ = 0;
+    if (limit_ != 0) std::fill(live_by_slot_.begin(), live_by_slot_.end(), 0);
 
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
                       step.memory, this, k, &graph_, &step.state);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
-      for (size_t s : step.release) Clear(values_[s]);
+      for (size_t s : step.release) {
+        Clear(values_[s]);
+        if (limit_ != 0) live_bytes_ -= std::exchange(live_by_slot_[s], 0);
+      }
     }
 
     out.resize(fetch_slots.size());
@@ -324,6 +331,12 @@ class GraphExecutor {
         return Tensor::Borrow(dtype, shape, static_cast<uint8_t*>(arena_.raw()) + planned_offset_[slot]);
       plan_broken_ = true;  // data-dependent size grew: fall back, replan next run
       return fresh();
+    }
+    if (limit_ != 0) {  // the measuring run: what is alive at once, before the plan is known
+      const uint64_t bytes = CheckedBytes(shape, dtype);
+      CheckMemoryLimit(live_bytes_ + bytes, "the intermediate tensors alive at this node");
+      live_bytes_ += bytes;
+      live_by_slot_[slot] += bytes;
     }
     Tensor t = fresh();
     planned_bytes_[slot] = std::max<uint64_t>(planned_bytes_[slot], t.nbytes());
@@ -369,6 +382,12 @@ class GraphExecutor {
   }
 
   size_t arena_bytes() const { return plan_valid_ ? planned_peak_ : 0; }
+
+  void SetMemoryLimit(uint64_t limit, uint64_t held) {
+    limit_ = limit;
+    held_bytes_ = held;
+    live_by_slot_.assign(values_.size(), 0);
+  }
 
   // A value visible to subgraphs: our own slot, or our parent's.
   RuntimeValue Lookup(const std::string& name) const {
@@ -566,6 +585,7 @@ class GraphExecutor {
       placed.push_back(s);
     }
     CheckPlan(placed, peak);
+    CheckMemoryLimit(peak, "the memory plan's arena");
     arena_ = Tensor();
 #if defined(__GLIBC__)
     // The first run's tensors, freed by now, go back to the system before the arena replaces them.
@@ -593,6 +613,22 @@ class GraphExecutor {
     }
   }
 
+  static uint64_t CheckedBytes(const Shape& shape, DataType dtype) {
+    uint64_t n = 1;
+    for (int64_t d : shape)
+      if (d <= 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return d == 0 ? 0 : UINT64_MAX;
+    return __builtin_mul_overflow(n, DataTypeSize(dtype), &n) ? UINT64_MAX : n;
+  }
+
+  template <typename... What>
+  void CheckMemoryLimit(uint64_t bytes, const What&... what) const {
+    if (limit_ == 0) return;
+    const uint64_t needed = bytes > UINT64_MAX - held_bytes_ ? UINT64_MAX : held_bytes_ + bytes;
+    ET_CHECK(needed <= limit_, ErrorCode::kResourceExhausted, "model '", model_.source, "' needs at least ", needed,
+             " bytes (", held_bytes_, " held by the session and ", bytes, " for ", what...,
+             "), more than the memory limit of ", limit_, " bytes");
+  }
+
   const Graph& graph_;
   const Model& model_;
   ThreadPool* threads_;
@@ -618,6 +654,9 @@ class GraphExecutor {
   uint64_t planned_peak_ = 0;
   std::vector<int64_t> signature_, plan_signature_;  // feed slots and shapes of this run / of the plan
   bool plan_valid_ = false;
+  uint64_t limit_ = 0, held_bytes_ = 0;  // the memory limit (0: none) and the bytes held outside the arena
+  uint64_t live_bytes_ = 0;              // a measuring run's intermediate tensors alive now
+  std::vector<uint64_t> live_by_slot_;
   bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
   std::atomic<bool> in_use_{false};  // a run is in progress (a concurrent one is refused)
   std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
@@ -677,6 +716,8 @@ Session::Session(Model model, SessionOptions options)
     output_names_.push_back(out.name);
     output_slots_[out.name] = executor_->SlotOf(out.name);
   }
+  for (const auto& [name, tensor] : model_.graph.initializers) initializer_bytes_ += tensor.nbytes();
+  if (options_.memory_limit_bytes != 0) SetMemoryLimit(options_.memory_limit_bytes);
 }
 
 ImportOptions ExecutionImportOptions() {
@@ -732,6 +773,14 @@ void Session::AllowOverwrite(const std::string& name) {
 }
 
 size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
+
+void Session::SetMemoryLimit(uint64_t limit, uint64_t held_elsewhere) {
+  const uint64_t held = held_elsewhere > UINT64_MAX - initializer_bytes_ ? UINT64_MAX : held_elsewhere + initializer_bytes_;
+  ET_CHECK(limit == 0 || held <= limit, ErrorCode::kResourceExhausted, "model '", model_.source, "' needs at least ",
+           held, " bytes (", initializer_bytes_, " of initializers, ", held_elsewhere,
+           " held elsewhere by the session) before it runs, more than the memory limit of ", limit, " bytes");
+  executor_->SetMemoryLimit(limit, held);
+}
 
 void Session::SetSeed(uint64_t seed) { rng_.seed(seed); }
 

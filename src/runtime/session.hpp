@@ -25,6 +25,9 @@ struct SessionOptions {
   // Graph fusions (ir/passes.hpp): BatchNormalization folded into Conv, Conv-Relu-MaxPool into one
   // node, Relu into Conv and Gemm.
   bool fuse_operators = true;
+  // Bytes the session may hold (initializers plus the planned intermediate tensors); 0: no limit.
+  // Beyond it, creation or the allocation that would cross it fails with kResourceExhausted.
+  uint64_t memory_limit_bytes = 0;
 };
 
 class GraphExecutor;
@@ -69,6 +72,11 @@ class Session {
   void AllowOverwrite(const std::string& name);
   // Bytes of the intermediate-tensor arena planned for the last input shapes (0 before a run).
   size_t planned_peak_bytes() const;
+  // Bytes of the model's initializers (constants after folding), held for the session's lifetime.
+  uint64_t initializer_bytes() const { return initializer_bytes_; }
+  // Sets SessionOptions::memory_limit_bytes; `held_elsewhere` bytes (a training session's parameters,
+  // gradients, optimizer state, other arenas) count toward it besides this session's own.
+  void SetMemoryLimit(uint64_t limit, uint64_t held_elsewhere = 0);
   void SetSeed(uint64_t seed);
 
  private:
@@ -77,6 +85,7 @@ class Session {
   std::unique_ptr<ThreadPool> threads_;
   std::mt19937_64 rng_;
   std::unique_ptr<GraphExecutor> executor_;
+  uint64_t initializer_bytes_ = 0;
   // The graph's interface, indexed once: what a run looks names up in.
   struct InputSlot {
     const ValueInfo* info;

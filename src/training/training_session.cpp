@@ -195,6 +195,33 @@ struct TrainingSession::Impl {
   // Results of the caller's outputs go into `outputs`' tensors where they fit (output binding).
   void BindCallerOutputs(Session& session, const std::vector<std::string>& names, const std::vector<Tensor>& outputs);
   std::vector<std::string> FlatParameters(bool trainable_only) const { return trainable_only ? trainable : parameters; }
+
+  struct HeldMemory {
+    uint64_t parameters = 0, gradients = 0, optimizer_state = 0, constants = 0, arenas = 0;
+    uint64_t total() const { return parameters + gradients + optimizer_state + constants + arenas; }
+  };
+  // What the session holds outside `running`'s arena (all of it when null).
+  HeldMemory Held(const Session* running) const {
+    HeldMemory held;
+    const Checkpoint& c = state.checkpoint();
+    for (const auto* tensors : {&c.trainable, &c.frozen})
+      for (const auto& [name, tensor] : *tensors) held.parameters += tensor.nbytes();
+    for (const auto& [name, tensor] : gradients) held.gradients += tensor.nbytes();
+    if (c.optimizer)
+      for (const auto& [name, moments] : c.optimizer->momentums)
+        for (const Tensor& m : moments) held.optimizer_state += m.nbytes();
+    for (const auto* session : {&training, &eval, &optimizer})
+      if (session->has_value()) {
+        held.constants += (*session)->initializer_bytes();
+        if (&**session != running) held.arenas += (*session)->planned_peak_bytes();
+      }
+    return held;
+  }
+  // Before a run of `session`: the memory limit, less what the rest of the session holds.
+  void LimitMemory(Session& session) const {
+    if (options.memory_limit_bytes == 0) return;
+    session.SetMemoryLimit(options.memory_limit_bytes, Held(&session).total() - session.initializer_bytes());
+  }
 };
 
 void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
@@ -467,6 +494,7 @@ void TrainingSession::Impl::RunOrtOptimizer() {
   fill([&](const std::string& p) -> const Tensor& { return gradients.find(p)->second; });
   for (size_t k = 0; k < layout.states.size(); ++k)
     fill([&](const std::string& p) -> const Tensor& { return opt.momentums.find(p)->second[k]; });
+  LimitMemory(*optimizer);
   r.Run(*optimizer, {});
   const std::vector<RuntimeValue>& results = r.results;
   if (!updated_flag_bound) {  // later updates write the flag where the first one did
@@ -523,6 +551,14 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
   }
   s.train_runner = s.PrepareRunner(*s.training, s.train_inputs, {});
   if (s.eval) s.eval_runner = s.PrepareRunner(*s.eval, s.eval_inputs, {});
+  if (options.memory_limit_bytes != 0) {
+    const Impl::HeldMemory held = s.Held(nullptr);
+    ET_CHECK(held.total() <= options.memory_limit_bytes, ErrorCode::kResourceExhausted, "training model '",
+             s.training->model().source, "': the session needs at least ", held.total(), " bytes before any step (",
+             held.parameters, " of parameters, ", held.gradients, " of gradients, ", held.optimizer_state,
+             " of optimizer state, ", held.constants, " of constants), more than the memory limit of ",
+             options.memory_limit_bytes, " bytes");
+  }
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -553,6 +589,7 @@ void TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<T
   s.BindGradientOutputs(s.reset_gradients);
   s.BindCallerOutputs(*s.training, s.train_outputs, outputs);
   if (s.reset_flag.defined()) s.reset_flag.data<bool>()[0] = s.reset_gradients;
+  s.LimitMemory(*s.training);
   s.train_runner.Run(*s.training, inputs);
 
   const std::vector<RuntimeValue>& results = s.train_runner.results;
@@ -599,6 +636,7 @@ void TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<Te
   s.CheckMaterialized("EvalStep");
   CheckInputCount("EvalStep", s.eval_inputs, inputs);
   s.BindCallerOutputs(*s.eval, s.eval_outputs, outputs);
+  s.LimitMemory(*s.eval);
   s.eval_runner.Run(*s.eval, inputs);
   outputs.resize(s.eval_runner.results.size());
   for (size_t i = 0; i < outputs.size(); ++i) KeepResult(outputs[i], s.eval_runner.results[i].tensor);
@@ -624,6 +662,7 @@ void TrainingSession::OptimizerStep() {
   OptimizerState& opt = *s.checkpoint().optimizer;
   s.learning_rate_feed.data<float>()[0] = s.learning_rate;
   s.step_feed.data<int64_t>()[0] = opt.step;
+  s.LimitMemory(*s.optimizer);
   s.optimizer_runner.Run(*s.optimizer, {});
   const std::vector<RuntimeValue>& results = s.optimizer_runner.results;
   for (size_t i = 0; i < results.size(); ++i) {

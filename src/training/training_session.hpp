@@ -33,6 +33,10 @@ struct ModelSource {
 struct TrainingSessionOptions {
   int num_threads = 1;
   uint64_t seed = 0x5eed;  // Dropout and other random operators
+  // Bytes the session may hold: parameters, gradients, optimizer state, constants and each model's
+  // planned intermediate tensors; 0: no limit. Beyond it, creation or a step fails with
+  // kResourceExhausted before allocating (and creation before any step).
+  uint64_t memory_limit_bytes = 0;
 };
 
 class TrainingSession {
