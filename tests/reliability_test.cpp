@@ -492,10 +492,10 @@ TEST(MemoryLimit, StepWhoseIntermediatesExceedTheLimitIsRefusedBeforeAllocatingT
   const uint64_t held = 4 * (unlimited.GetParametersSize(false) + 3 * unlimited.GetParametersSize(true));
   TrainingSession tight = OpenLimited(a, held + 16 * 1024);  // creation fits; a batch of 8 does not
   const std::vector<float> before = Parameters(tight);
-  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted, "model '" + a.training().string() + "'");
-  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
+  EXPECT_ERROR(tight.TrainStep(ImageBatch(8, 1)), ErrorCode::kResourceExhausted, "model '" + a.training().string() + "'");
+  EXPECT_ERROR(tight.TrainStep(ImageBatch(8, 1)), ErrorCode::kResourceExhausted,
                "for the intermediate tensors alive at this node");
-  EXPECT_ERROR(tight.TrainStep(Batch(8, 1)), ErrorCode::kResourceExhausted,
+  EXPECT_ERROR(tight.TrainStep(ImageBatch(8, 1)), ErrorCode::kResourceExhausted,
                "more than the memory limit of " + std::to_string(held + 16 * 1024) + " bytes");
   EXPECT_EQ(Parameters(tight), before);
 }
@@ -506,7 +506,7 @@ TEST(MemoryLimit, SessionWithinTheLimitTrainsAsWithout) {
   const std::vector<float> expected = Train(unlimited, 3, 7);
   EXPECT_EQ(Train(limited, 3, 7), expected);
   EXPECT_EQ(Parameters(limited), Parameters(unlimited));
-  EXPECT_EQ(limited.EvalStep(Batch(8, 3)).at(0).ToVector<float>(), unlimited.EvalStep(Batch(8, 3)).at(0).ToVector<float>());
+  EXPECT_EQ(limited.EvalStep(ImageBatch(8, 3)).at(0).ToVector<float>(), unlimited.EvalStep(ImageBatch(8, 3)).at(0).ToVector<float>());
 }
 
 TEST(MemoryLimit, CApiRefusesNonPositiveLimitsAndReportsTheExhaustedOne) {
@@ -562,7 +562,7 @@ TEST(MemoryLimit, InferenceSessionChecksItsInitializersAndItsPlan) {
                "model '" + kModels + "/lenet_bn.onnx' needs at least ");
   options.memory_limit_bytes = 64ull << 20;
   Session session = Session::FromFile(kModels + "/lenet_bn.onnx", options);
-  const Tensor x = Batch(4, 5).at(0);
+  const Tensor x = ImageBatch(4, 5).at(0);
   std::vector<Tensor> out = session.Run({{session.InputNames().at(0), x}});
   EXPECT_EQ(out.at(0).shape(), (Shape{4, 10}));
   EXPECT_GT(session.planned_peak_bytes(), 0u);

@@ -818,7 +818,9 @@ Model TrainingSession::InferenceModel(const std::vector<std::string>& output_nam
     ET_CHECK(produced.count(name) || g.IsInitializer(name), ErrorCode::kInvalidArgument,
              "ExportModelForInference: the eval model '", model.source, "' has no output or value '", name, "'");
     const ValueInfo* info = g.FindValueInfo(name);
-    outputs.push_back(info ? *info : ValueInfo{name});  // untyped: the exporter infers its type
+    ValueInfo untyped;  // the exporter infers its type
+    untyped.name = name;
+    outputs.push_back(info ? *info : untyped);
   }
   g.outputs = outputs;
   std::vector<ValueInfo> inputs;
