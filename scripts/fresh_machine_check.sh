@@ -31,6 +31,10 @@ debootstrap --variant=minbase --cache-dir="$cache/debs" bookworm "$root" "$mirro
   tail -20 "$cache/debootstrap.log" >&2
   exit 1
 }
+# A Debian 12 install follows its updates and security suites too.
+security="${EDGETRAIN_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' "$mirror" "$mirror" \
+  "$security" >"$root/etc/apt/sources.list"
 echo "fresh: root ready after $((SECONDS - start)) s: $(chroot "$root" dpkg-query -W -f='.\n' | wc -l) packages"
 
 # What a fresh machine has besides Debian's minimal system: nothing but the sources (a clean
