@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "ir/graph.hpp"
+#include "runtime/session.hpp"
 
 namespace edgetrain::fuzz {
 
@@ -36,6 +38,17 @@ inline bool SynthesiseInputs(const std::vector<ValueInfo>& infos, std::vector<Te
     out.push_back(std::move(t));
   }
   return true;
+}
+
+// One run of `session` on zero inputs shaped as declared (skipped when they cannot be made).
+inline void RunOnZeroInputs(Session& session) {
+  std::vector<ValueInfo> infos;
+  for (const ValueInfo* in : session.Inputs()) infos.push_back(*in);
+  std::vector<Tensor> inputs;
+  if (!SynthesiseInputs(infos, inputs)) return;
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) feeds[infos[i].name] = inputs[i];
+  session.Run(feeds);
 }
 
 // A file of this process that a harness rewrites for each input (readers that take a path).
