@@ -49,23 +49,19 @@ if [ ${#npm_packages[@]} -gt 0 ]; then
     "${npm_packages[@]}" >/dev/null
 fi
 
-# Federated learning: Flower (PyPI flwr) in its own venv over Debian's Python, versions pinned.
-flower_venv="$peers/venv-flower"
-if ! cmp -s scripts/flower-requirements.txt "$flower_venv/requirements.txt" 2>/dev/null; then
+# Peers from PyPI, each in a venv over Debian's Python (so that it sees Debian's torch, onnx and
+# numpy) holding the versions its requirements file pins; made again when the pins change.
+pinned_venv() {
+  local venv="$peers/$1" requirements="$2"
+  cmp -s "$requirements" "$venv/requirements.txt" 2>/dev/null && return
   mkdir -p "$peers"
-  [ -x "$flower_venv/bin/pip" ] || /usr/bin/python3 -m venv --system-site-packages "$flower_venv"
-  "$flower_venv/bin/pip" install -q --disable-pip-version-check -r scripts/flower-requirements.txt
-  cp scripts/flower-requirements.txt "$flower_venv/requirements.txt"
-fi
-
-# Peer from PyPI: ONNX Runtime 1.19.2's native training build, the oracle of the Python API tests and bench/zoo.py's
-# peer. A venv over Debian's Python, so that it sees Debian's onnx, numpy and torch.
-ort_venv="$peers/venv-ort-training"
-if ! ls -d "$ort_venv"/lib/python3*/site-packages/onnxruntime_training_cpu-1.19.2.dist-info >/dev/null 2>&1; then
-  mkdir -p "$peers"
-  /usr/bin/python3 -m venv --system-site-packages "$ort_venv"
-  "$ort_venv/bin/pip" install -q --disable-pip-version-check onnxruntime-training-cpu==1.19.2
-fi
+  [ -x "$venv/bin/pip" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$venv/requirements.txt"
+}
+pinned_venv venv-flower scripts/flower-requirements.txt  # federated learning: Flower (flwr)
+# ONNX Runtime 1.19.2's native training build: the Python API tests' oracle and bench/zoo.py's peer.
+pinned_venv venv-ort-training scripts/ort-training-requirements.txt
 
 # ccache keeps rebuilds of an unchanged file cheap, also across clones (paths below the parent are relative).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$(pwd)")}"
