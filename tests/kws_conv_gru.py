@@ -52,7 +52,7 @@ def parse_args(argv=None):
     parser.add_argument("--edgetrain", required=True)
     parser.add_argument("--train-clips", type=positive_int, default=768)
     parser.add_argument("--test-clips", type=positive_int, default=300)
-    parser.add_argument("--epochs", type=positive_int, default=4)
+    parser.add_argument("--epochs", type=positive_int, default=5)
     parser.add_argument("--batch-size", type=positive_int, default=16)
     parser.add_argument("--lr", type=positive_float, default=0.01)
     parser.add_argument("--threads", type=positive_int, default=1)

@@ -93,6 +93,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not 0 <= args.train_samples <= 60000:
         parser.error(f"argument --train-samples: must lie in [0, 60000], got {args.train_samples}")
+    if args.calibration_batches * args.batch_size > (args.train_samples or 60000):
+        parser.error(f"argument --calibration-batches: {args.calibration_batches} batches of {args.batch_size} "
+                     f"exceed the {args.train_samples or 60000} training samples")
     if args.test_samples > 10000:
         parser.error(f"argument --test-samples: the test set has 10000 images, got {args.test_samples}")
     return args
