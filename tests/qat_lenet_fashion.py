@@ -79,16 +79,16 @@ def points(text):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--edgetrain", required=True)
-    parser.add_argument("--train-samples", type=int, default=6000, help="first N training images; 0: all 60000")
-    parser.add_argument("--test-samples", type=positive_int, default=2000, help="first N test images (at most 10000)")
+    parser.add_argument("--train-samples", type=int, default=3000, help="first N training images; 0: all 60000")
+    parser.add_argument("--test-samples", type=positive_int, default=1000, help="first N test images (at most 10000)")
     parser.add_argument("--float-epochs", type=positive_int, default=1)
     parser.add_argument("--qat-epochs", type=positive_int, default=1)
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--float-lr", type=positive_float, default=3e-3)
     parser.add_argument("--qat-lr", type=positive_float, default=1e-4)
-    parser.add_argument("--calibration-batches", type=positive_int, default=16)
+    parser.add_argument("--calibration-batches", type=positive_int, default=8)
     parser.add_argument("--threads", type=positive_int, default=1)
-    parser.add_argument("--min-accuracy", type=fraction, default=0.8, help="the float and the QDQ model reach it")
+    parser.add_argument("--min-accuracy", type=fraction, default=0.7, help="the float and the QDQ model reach it")
     parser.add_argument("--max-drop", type=points, default=1.0, help="QDQ accuracy loss allowed, in points")
     args = parser.parse_args(argv)
     if not 0 <= args.train_samples <= 60000:
@@ -296,7 +296,7 @@ def main():
           f"{100 * accuracy['calibrated_int8']:.2f}%")
     print(f"after {args.qat_epochs} QAT epochs of edgetrain train: QDQ model {100 * accuracy['finetuned_qdq']:.2f}%, "
           f"with int32 biases ({biases}) on ORT's int8 kernels {int8_ops}: {100 * accuracy['finetuned_int8']:.2f}% "
-          f"(loss against the float model: {drop:+.2f} points)")
+          f"({-drop:+.2f} points against the float model)")
     print(f"edgetrain run vs ORT, in output quantization steps ({output_scale:.4g}): QDQ model "
           f"{worst['finetuned_qdq']:.3f}, int8 kernels {worst['finetuned_int8']:.3f}; same class on {100 * agree:.2f}%")
     if min(accuracy["float"], accuracy["finetuned_int8"]) < args.min_accuracy:
