@@ -224,7 +224,7 @@ def main():
                          ("kws_gru_training", lambda: check_training(args, workdir))]:
             try:
                 result = fn()
-            except RuntimeError as e:
+            except (RuntimeError, OSError) as e:  # a failed or missing edgetrain
                 result = [str(e)]
             ok = result[0].startswith("ok")
             failed += not ok

@@ -202,7 +202,10 @@ def int32_biases(path, out):
 
 
 def run(command):
-    r = subprocess.run(command, capture_output=True, text=True)
+    try:
+        r = subprocess.run(command, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeError(f"{command[0]} could not start: {e}")
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:2])} failed: {r.stderr.strip()}")
     return r.stdout
@@ -319,4 +322,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as e:  # a failed edgetrain command or a model the script cannot convert
+        sys.exit(f"FAIL {e}")
