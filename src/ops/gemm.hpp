@@ -266,9 +266,11 @@ void Serial(const Operands<T>& g) {
     return;
   }
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
-  if (CpuHasAvx512()) {
-    BlockedAvx512(g);
-    return;
+  if constexpr (std::is_same_v<T, float>) {  // float only: double products are rare and cost code size
+    if (CpuHasAvx512()) {
+      BlockedAvx512(g);
+      return;
+    }
   }
   if (CpuHasAvx2Fma()) {
     BlockedAvx2(g);
