@@ -1,8 +1,8 @@
 // GEMM for float and double: C = alpha * op(A) * op(B) + beta * C, row-major with leading
 // dimensions, op(X) = X or X^T. Used by MatMul, Gemm, Einsum, Conv and gradient kernels.
-// Float products go to oneDNN's sgemm when that backend is active (core/kernel_backend.hpp). The
-// reference code is cache-blocked with packed panels of A and B and a register-tiled micro-kernel
-// that the compiler vectorises (NEON on AArch64); on x86-64 an AVX2/FMA compilation of it is chosen at run time.
+// Float products go to oneDNN's sgemm when that backend is active (core/kernel_backend.hpp). Our own
+// code packs panels of A and B for one register-blocked micro-kernel on vector extensions (NEON, WASM
+// SIMD128, SSE2; AVX2+FMA and AVX-512 clones chosen at run time); Direct's loops are its test oracle.
 #pragma once
 
 #include <algorithm>
