@@ -13,8 +13,13 @@ inline bool CpuHasAvx2Fma() {
   static const bool has = CpuHasAvx2() && __builtin_cpu_supports("fma");
   return has;
 }
+inline bool CpuHasAvx512() {
+  static const bool has = CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f");
+  return has;
+}
 #else
 inline bool CpuHasAvx2() { return false; }
+inline bool CpuHasAvx512() { return false; }
 inline bool CpuHasAvx2Fma() { return false; }
 #endif
 

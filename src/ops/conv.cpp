@@ -83,13 +83,14 @@ void Im2Col(const ConvGeometry& g, int64_t channels, const T* x, T* col) {
           std::fill(dst, dst + out_last, T(0));
         } else {
           const T* src = xc + offset * in_last;
-          std::fill(dst, dst + lo, T(0));
+          // Plain loops: rows are short (a few to tens of values), where memmove/memset calls dominate.
+          for (int64_t o = 0; o < lo; ++o) dst[o] = T(0);
           if (stride_last == 1) {
-            std::copy(src + lo + base_last, src + hi + base_last, dst + lo);
+            for (int64_t o = lo; o < hi; ++o) dst[o] = src[o + base_last];
           } else {
             for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * stride_last + base_last];
           }
-          std::fill(dst + hi, dst + out_last, T(0));
+          for (int64_t o = hi; o < out_last; ++o) dst[o] = T(0);
         }
         for (size_t d = last; d-- > 0;) {
           if (++opos[d] < g.output[d]) break;
@@ -134,7 +135,12 @@ void Col2ImAdd(const ConvGeometry& g, int64_t channels, const T* col, T* y) {
         }
         if (inside) {
           T* dst = yc + offset * out_last;
-          for (int64_t i = lo; i < hi; ++i) dst[i * stride_last + base_last] += src[i];
+          if (stride_last == 1) {
+            T* __restrict out = dst + base_last;
+            for (int64_t i = lo; i < hi; ++i) out[i] += src[i];
+          } else {
+            for (int64_t i = lo; i < hi; ++i) dst[i * stride_last + base_last] += src[i];
+          }
         }
         for (size_t d = last; d-- > 0;) {
           if (++ipos[d] < g.input[d]) break;

@@ -1,8 +1,8 @@
 // GEMM for float and double: C = alpha * op(A) * op(B) + beta * C, row-major with leading
 // dimensions, op(X) = X or X^T. Used by MatMul, Gemm, Einsum, Conv and gradient kernels.
-// Float products go to oneDNN's sgemm when that backend is active (core/kernel_backend.hpp). The
-// reference code is cache-blocked with packed panels of A and B and a register-tiled micro-kernel
-// that the compiler vectorises (NEON on AArch64); on x86-64 an AVX2/FMA compilation of it is chosen at run time.
+// Float products go to oneDNN's sgemm when that backend is active (core/kernel_backend.hpp). Our own
+// code packs panels of A and B for one register-blocked micro-kernel on vector extensions (NEON, WASM
+// SIMD128, SSE2; AVX2+FMA and AVX-512 clones chosen at run time); Direct's loops are its test oracle.
 #pragma once
 
 #include <algorithm>
@@ -106,46 +106,63 @@ EDGETRAIN_GEMM_INLINE void PackB(const Operands<T>& g, int64_t p0, int64_t kc, i
   }
 }
 
-// acc = packed A strip (kc x MR) times packed B strip (kc x NR); then C tile (rows x cols) =
-// alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not leak through).
-template <typename T, int MR, int NR>
+// acc = packed A strip (kc x MR) times packed B strip (kc x NR, NR = NV vectors of Bytes bytes); then
+// C tile (rows x cols) = alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not
+// leak through). Written once with GCC/Clang vector extensions: SSE2, AVX2+FMA, AVX-512, NEON and
+// WASM SIMD128 are the same source compiled for different vector widths.
+template <typename T, int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
                                        int64_t ldc, int64_t rows, int64_t cols, T alpha, T beta) {
-  T acc[MR][NR] = {};
+  typedef T V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  constexpr int NR = NV * L;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = V{};
   for (int64_t p = 0; p < kc; ++p) {
-    const T* __restrict bp = b + p * NR;
-    const T* __restrict ap = a + p * MR;
-#pragma GCC unroll 8
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + p * NR + j * L, sizeof(V));
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const T av = ap[i];
-#pragma GCC unroll 32
-      for (int j = 0; j < NR; ++j) acc[i][j] += av * bp[j];
+      const T av = a[p * MR + i];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
     }
   }
   if (rows == MR && cols == NR) {
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      T* __restrict crow = c + i * ldc;
-      if (beta == T(0)) {
-        for (int j = 0; j < NR; ++j) crow[j] = alpha * acc[i][j];
-      } else if (beta == T(1)) {
-        for (int j = 0; j < NR; ++j) crow[j] += alpha * acc[i][j];
-      } else {
-        for (int j = 0; j < NR; ++j) crow[j] = beta * crow[j] + alpha * acc[i][j];
+      T* crow = c + i * ldc;
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        V out = alpha * acc[i][j];
+        if (beta != T(0)) {
+          V old;
+          __builtin_memcpy(&old, crow + j * L, sizeof(V));
+          out += beta == T(1) ? old : beta * old;
+        }
+        __builtin_memcpy(crow + j * L, &out, sizeof(V));
       }
     }
   } else {
+    T tile[MR][NR];
+    __builtin_memcpy(tile, acc, sizeof(tile));
     for (int64_t i = 0; i < rows; ++i) {
       T* crow = c + i * ldc;
       for (int64_t j = 0; j < cols; ++j)
-        crow[j] = beta == T(0) ? alpha * acc[i][j] : beta * crow[j] + alpha * acc[i][j];
+        crow[j] = beta == T(0) ? alpha * tile[i][j] : beta * crow[j] + alpha * tile[i][j];
     }
   }
 }
 
 // The blocked algorithm on one thread: loops over N panels, K panels (packing B), M blocks
 // (packing A), then register tiles.
-template <typename T, int MR, int NR>
+template <typename T, int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
+  constexpr int NR = NV * Bytes / static_cast<int>(sizeof(T));
   const int64_t kc_max = std::min(g.k, kBlockK);
   const int64_t nc_max = std::min((g.n + NR - 1) / NR * NR, kBlockN);
   const int64_t mc_max = std::min((g.m + MR - 1) / MR * MR, kBlockM);
@@ -167,8 +184,8 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
           const int64_t cols = std::min<int64_t>(NR, nc - js);
           for (int64_t is = 0; is < mc; is += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - is);
-            MicroKernel<T, MR, NR>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js, g.ldc,
-                                   rows, cols, g.alpha, beta);
+            MicroKernel<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js,
+                                          g.ldc, rows, cols, g.alpha, beta);
           }
         }
       }
@@ -176,21 +193,29 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
   }
 }
 
-// Tiles of 4 rows by two SIMD vectors of columns (4x6 measured slower with GCC 12: spills); by four
-// 128-bit vectors on AArch64, whose 32 NEON registers hold the 16 accumulators.
+// Register tiles per vector width: MR rows by NV vectors, MR * NV accumulators plus NV B vectors and
+// one broadcast A value within the register file (16 for SSE2/AVX2/WASM, 32 for NEON/AVX-512).
 template <typename T>
 void BlockedGeneric(const Operands<T>& g) {
-#if defined(__AVX2__) || defined(__aarch64__)
-  BlockedImpl<T, 4, static_cast<int>(64 / sizeof(T))>(g);
+#if defined(__AVX512F__)
+  BlockedImpl<T, 12, 2, 64>(g);
+#elif defined(__AVX2__)
+  BlockedImpl<T, 6, 2, 32>(g);
+#elif defined(__aarch64__)
+  BlockedImpl<T, 8, 3, 16>(g);
 #else
-  BlockedImpl<T, 4, static_cast<int>(32 / sizeof(T))>(g);
+  BlockedImpl<T, 6, 2, 16>(g);
 #endif
 }
 
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
 template <typename T>
 __attribute__((target("avx2,fma"))) void BlockedAvx2(const Operands<T>& g) {
-  BlockedImpl<T, 4, static_cast<int>(64 / sizeof(T))>(g);
+  BlockedImpl<T, 6, 2, 32>(g);
+}
+template <typename T>
+__attribute__((target("avx512f,avx2,fma"))) void BlockedAvx512(const Operands<T>& g) {
+  BlockedImpl<T, 12, 2, 64>(g);
 }
 #endif
 
@@ -241,6 +266,12 @@ void Serial(const Operands<T>& g) {
     return;
   }
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  if constexpr (std::is_same_v<T, float>) {  // float only: double products are rare and cost code size
+    if (CpuHasAvx512()) {
+      BlockedAvx512(g);
+      return;
+    }
+  }
   if (CpuHasAvx2Fma()) {
     BlockedAvx2(g);
     return;
@@ -291,7 +322,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   }
   // Split the longer side of C into units that keep register tiles whole.
   const bool split_columns = n >= m;
-  const int64_t unit = split_columns ? 32 : 12;
+  const int64_t unit = split_columns ? 32 : 24;
   const int64_t extent = split_columns ? n : m;
   const int64_t units = (extent + unit - 1) / unit;
   const int64_t work_per_unit = std::max<int64_t>(1, (m * n * std::max<int64_t>(k, 1)) / units);
