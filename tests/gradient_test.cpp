@@ -20,5 +20,6 @@ INSTANTIATE_TEST_SUITE_P(MatMulConv, Gradient, ::testing::ValuesIn(MatMulConvGra
 INSTANTIATE_TEST_SUITE_P(Normalization, Gradient, ::testing::ValuesIn(NormalizationGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(Recurrent, Gradient, ::testing::ValuesIn(RecurrentGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(Spectral, Gradient, ::testing::ValuesIn(SpectralGradCases()), RowName);
+INSTANTIATE_TEST_SUITE_P(Scan, Gradient, ::testing::ValuesIn(ScanGradCases()), RowName);
 
 }  // namespace
