@@ -8,7 +8,7 @@ namespace edgetrain::testing {
 
 namespace {
 
-Attribute Ints(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+Attribute AttrInts(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
 
 // A float64 body graph: `inputs` (typed, shape unknown), `nodes` as (op, inputs, output), `outputs`.
 Attribute Body(std::vector<std::string> inputs, std::vector<std::tuple<std::string, std::vector<std::string>,
@@ -67,18 +67,18 @@ std::vector<GradCase> ScanGradCases() {
       GradCase{"Scan_reverse_axis1", "Scan", {In({2}), In({2}), In({2, 3})},
                {{"body", TwoStateBody()},
                 {"num_scan_inputs", Attribute::Int(1)},
-                {"scan_input_axes", Ints({1})},
-                {"scan_input_directions", Ints({1})},
-                {"scan_output_axes", Ints({1})},
-                {"scan_output_directions", Ints({1})}},
+                {"scan_input_axes", AttrInts({1})},
+                {"scan_input_directions", AttrInts({1})},
+                {"scan_output_axes", AttrInts({1})},
+                {"scan_output_directions", AttrInts({1})}},
                3},
       AtOpset(9, GradCase{"Scan9_two_inputs_mixed_axes", "Scan", {In({2}), In({4, 2}), In({2, 4})},
                           {{"body", TwoInputBody()},
                            {"num_scan_inputs", Attribute::Int(2)},
-                           {"scan_input_axes", Ints({0, -1})},
-                           {"scan_input_directions", Ints({1, 0})},
-                           {"scan_output_axes", Ints({1, 0})},
-                           {"scan_output_directions", Ints({0, 1})}},
+                           {"scan_input_axes", AttrInts({0, -1})},
+                           {"scan_input_directions", AttrInts({1, 0})},
+                           {"scan_output_axes", AttrInts({1, 0})},
+                           {"scan_output_directions", AttrInts({0, 1})}},
                           3}),
   };
 }

@@ -57,7 +57,7 @@ class Walk {
       : graph_(graph), request_(request), seeds_(std::move(seeds)) {}
 
   std::vector<std::string> Run() {
-    std::vector<size_t> order = TopologicalOrder(graph_);
+    std::vector<size_t> order = TopologicalOrder(graph_, OuterReads(graph_));  // a subgraph reads its outer scope
     forward_nodes_ = graph_.nodes;  // rules read forward nodes while we append to graph_.nodes
     for (const Node& node : forward_nodes_) reads_.push_back(ReadsOf(node));
     MarkRequiresGrad(order);
