@@ -75,7 +75,8 @@ def cmd_torch(a):
 
 
 def run_json(cmd, env=None):
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env or {}))
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    full_env.update(env or {})
     r = subprocess.run(cmd, capture_output=True, text=True, env=full_env)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
