@@ -45,6 +45,8 @@ class WalkContext final : public SubgraphGradientContext {
   std::map<size_t, std::string> output_grads;
 
  private:
+  ValueInfo OuterInfo(const std::string& name) const;
+
   Walk& walk_;
   const Node& node_;
   int64_t opset_;
@@ -59,7 +61,7 @@ class Walk {
   std::vector<std::string> Run() {
     std::vector<size_t> order = TopologicalOrder(graph_, OuterReads(graph_));  // a subgraph reads its outer scope
     forward_nodes_ = graph_.nodes;  // rules read forward nodes while we append to graph_.nodes
-    for (const Node& node : forward_nodes_) reads_.push_back(ReadsOf(node));
+    for (const Node& node : forward_nodes_) reads_.push_back(NodeReads(node));
     MarkRequiresGrad(order);
     MarkReachesLoss(order);
     if (request_.loss.empty()) {
@@ -112,6 +114,7 @@ class Walk {
 
   bool relevant(const std::string& v) const { return requires_grad_.count(v) && reaches_loss_.count(v); }
   const GradientRequest& request() const { return request_; }
+  const Graph& graph() const { return graph_; }
 
   const ValueInfo* Info(const std::string& value) const { return graph_.FindValueInfo(value); }
 
@@ -191,20 +194,6 @@ class Walk {
   }
 
  private:
-  // A node's inputs and the outer-scope values its subgraphs read.
-  static std::vector<std::string> ReadsOf(const Node& node) {
-    std::vector<std::string> reads;
-    for (const auto& in : node.inputs)
-      if (!in.empty()) reads.push_back(in);
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs)
-        for (auto& r : OuterReads(*sub)) reads.push_back(std::move(r));
-    }
-    return reads;
-  }
-
   void MarkRequiresGrad(const std::vector<size_t>& order) {
     requires_grad_.insert(request_.wrt.begin(), request_.wrt.end());
     for (size_t index : order) {
@@ -260,7 +249,7 @@ class Walk {
   const GradientRequest& request_;
   std::vector<std::pair<std::string, std::string>> seeds_;
   std::vector<Node> forward_nodes_;
-  std::vector<std::vector<std::string>> reads_;  // ReadsOf each forward node
+  std::vector<std::vector<std::string>> reads_;  // NodeReads of each forward node
   std::unordered_set<std::string> requires_grad_, reaches_loss_;
   std::unordered_map<std::string, std::vector<std::string>> contributions_;
   std::unordered_map<std::string, size_t> emitted_producer_;
@@ -297,6 +286,20 @@ void WalkContext::SetGradOf(const std::string& outer_value, const std::string& v
   if (walk_.relevant(outer_value) && !value.empty()) walk_.AddContribution(outer_value, value);
 }
 
+// What the enclosing graph knows of `name`: its value info, else the initializer's type and shape.
+ValueInfo WalkContext::OuterInfo(const std::string& name) const {
+  const ValueInfo* known = walk_.Info(name);
+  ValueInfo v = known ? *known : ValueInfo{};
+  auto initializer = walk_.graph().initializers.find(name);
+  if (!v.has_shape && initializer != walk_.graph().initializers.end()) {
+    v.dtype = initializer->second.dtype();
+    v.has_shape = true;
+    for (int64_t d : initializer->second.shape()) v.shape.push_back(Dim{d, ""});
+  }
+  v.name = name;
+  return v;
+}
+
 std::shared_ptr<Graph> WalkContext::DifferentiateSubgraph(const Graph& graph, const std::vector<std::string>& outer) {
   auto grad = std::make_shared<Graph>(graph);
   grad->name = graph.name + "_grad";
@@ -307,12 +310,13 @@ std::shared_ptr<Graph> WalkContext::DifferentiateSubgraph(const Graph& graph, co
   request.opsets = walk_.request().opsets;
   for (const auto& v : graph.inputs) request.wrt.push_back(v.name);
   for (const auto& name : outer) {
-    const ValueInfo* known = walk_.Info(name);
-    ValueInfo v = known ? *known : ValueInfo{};
-    v.name = name;
+    ValueInfo v = OuterInfo(name);
     grad->inputs.push_back(v);
     request.wrt.push_back(name);
   }
+  for (const auto& name : OuterReads(graph))  // rules read the ranks of the rest too (MatMul)
+    if (!grad->value_info.count(name) && std::find(outer.begin(), outer.end(), name) == outer.end())
+      grad->value_info[name] = OuterInfo(name);
   for (const auto& out : graph.outputs) {
     ValueInfo seed = out;
     seed.name = scope + "d_" + out.name;

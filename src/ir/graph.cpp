@@ -181,6 +181,19 @@ std::vector<std::string> OuterReads(const Graph& graph) {
   return sorted;
 }
 
+std::vector<std::string> NodeReads(const Node& node) {
+  std::vector<std::string> reads;
+  for (const auto& in : node.inputs)
+    if (!in.empty()) reads.push_back(in);
+  for (const auto& [key, a] : node.attributes) {
+    std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+    if (a.g) subs.push_back(a.g);
+    for (const auto& sub : subs)
+      for (auto& r : OuterReads(*sub)) reads.push_back(std::move(r));
+  }
+  return reads;
+}
+
 std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope) {
   std::unordered_map<std::string, size_t> producer;
   for (size_t i = 0; i < graph.nodes.size(); ++i)
