@@ -89,5 +89,6 @@ std::vector<GradCase> NormalizationGradCases();
 std::vector<GradCase> RecurrentGradCases();
 std::vector<GradCase> SpectralGradCases();
 std::vector<GradCase> VisionLinalgGradCases();
+std::vector<GradCase> ScanGradCases();
 
 }  // namespace edgetrain::testing

@@ -26,6 +26,7 @@ INSTANTIATE_TEST_SUITE_P(Normalization, Gradient, ::testing::ValuesIn(Normalizat
 INSTANTIATE_TEST_SUITE_P(Recurrent, Gradient, ::testing::ValuesIn(RecurrentGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(Spectral, Gradient, ::testing::ValuesIn(SpectralGradCases()), RowName);
 INSTANTIATE_TEST_SUITE_P(VisionLinalg, Gradient, ::testing::ValuesIn(VisionLinalgGradCases()), RowName);
+INSTANTIATE_TEST_SUITE_P(Scan, Gradient, ::testing::ValuesIn(ScanGradCases()), RowName);
 
 }  // namespace
 
@@ -36,7 +37,7 @@ std::string OpKey(const std::string& domain, const std::string& op) { return dom
 TEST(GradientCoverage, EveryGradientRuleHasARow) {
   std::set<std::string> rowed;
   for (auto* table : {ElementwiseGradCases, ActivationGradCases, ReductionGradCases, ShapeGradCases, MatMulConvGradCases,
-                      NormalizationGradCases, RecurrentGradCases, SpectralGradCases, VisionLinalgGradCases})
+                      NormalizationGradCases, RecurrentGradCases, SpectralGradCases, VisionLinalgGradCases, ScanGradCases})
     for (const GradCase& row : table()) rowed.insert(OpKey(row.domain, row.op));
   // Rules whose gradient is by definition not the finite difference, and the test that checks each.
   const std::map<std::string, std::string> checked_elsewhere = {

@@ -8,6 +8,7 @@
 #include "autodiff/autodiff.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "ir/passes.hpp"
+#include "ir/scope.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "ops/kernel.hpp"
@@ -42,8 +43,8 @@ std::vector<std::string> FloatInitializersInUseOrder(const Graph& g) {
   std::vector<std::string> order;
   std::unordered_set<std::string> seen;
   for (size_t index : TopologicalOrder(g))
-    for (const auto& in : g.nodes[index].inputs)
-      if (!in.empty() && !seen.count(in) && g.IsInitializer(in) && IsFloatType(g.initializers.at(in).dtype())) {
+    for (const auto& in : NodeReads(g.nodes[index]))  // subgraphs' reads of the outer scope included
+      if (!seen.count(in) && g.IsInitializer(in) && IsFloatType(g.initializers.at(in).dtype())) {
         seen.insert(in);
         order.push_back(in);
       }
@@ -262,7 +263,10 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
     EliminateDeadNodes(g);
     for (auto it = g.initializers.begin(); it != g.initializers.end();) {  // drop unused constants
       bool used = false;
-      for (const auto& n : g.nodes) used |= std::count(n.inputs.begin(), n.inputs.end(), it->first) != 0;
+      for (const auto& n : g.nodes) {
+        const std::vector<std::string> reads = NodeReads(n);
+        used |= std::count(reads.begin(), reads.end(), it->first) != 0;
+      }
       it = used ? std::next(it) : g.initializers.erase(it);
     }
     return m;

@@ -5,9 +5,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/scope.hpp"
 #include "ops/gradient.hpp"
 #include "ops/quantize.hpp"
 #include "ops/registry.hpp"
+#include "ops/subgraph_gradient.hpp"
 #include "training/artifact_contract.hpp"
 
 namespace edgetrain {
@@ -24,7 +26,7 @@ bool HasIntegerOutputs(const Node& node) {
 
 class Walk;
 
-class WalkContext final : public GradientContext {
+class WalkContext final : public SubgraphGradientContext {
  public:
   WalkContext(Walk& walk, const Node& node, int64_t opset) : walk_(walk), node_(node), opset_(opset) {}
   const Node& node() const override { return node_; }
@@ -36,10 +38,15 @@ class WalkContext final : public GradientContext {
                                 AttributeMap attributes, const std::string& domain) override;
   std::string Constant(const Tensor& value) override;
   const ValueInfo* Info(const std::string& value) const override;
+  bool NeedsGradOf(const std::string& outer_value) const override;
+  void SetGradOf(const std::string& outer_value, const std::string& value) override;
+  std::shared_ptr<Graph> DifferentiateSubgraph(const Graph& graph, const std::vector<std::string>& outer) override;
 
   std::map<size_t, std::string> output_grads;
 
  private:
+  ValueInfo OuterInfo(const std::string& name) const;
+
   Walk& walk_;
   const Node& node_;
   int64_t opset_;
@@ -47,20 +54,27 @@ class WalkContext final : public GradientContext {
 
 class Walk {
  public:
-  Walk(Graph& graph, const GradientRequest& request) : graph_(graph), request_(request) {}
+  // With `seeds` ((value, its incoming gradient) pairs) the walk starts there instead of at request.loss.
+  Walk(Graph& graph, const GradientRequest& request, std::vector<std::pair<std::string, std::string>> seeds = {})
+      : graph_(graph), request_(request), seeds_(std::move(seeds)) {}
 
   std::vector<std::string> Run() {
-    std::vector<size_t> order = TopologicalOrder(graph_);
+    std::vector<size_t> order = TopologicalOrder(graph_, OuterReads(graph_));  // a subgraph reads its outer scope
     forward_nodes_ = graph_.nodes;  // rules read forward nodes while we append to graph_.nodes
+    for (const Node& node : forward_nodes_) reads_.push_back(NodeReads(node));
     MarkRequiresGrad(order);
     MarkReachesLoss(order);
-    ET_CHECK(relevant(request_.loss) || !reaches_loss_.empty(), ErrorCode::kInvalidArgument, "loss '", request_.loss,
-             "' is not a value of the graph");
-    AddContribution(request_.loss, FilledLike(request_.loss, 1.0f, "loss"));
+    if (request_.loss.empty()) {
+      for (const auto& [value, grad] : seeds_) AddContribution(value, grad);
+    } else {
+      ET_CHECK(relevant(request_.loss) || !reaches_loss_.empty(), ErrorCode::kInvalidArgument, "loss '",
+               request_.loss, "' is not a value of the graph");
+      AddContribution(request_.loss, FilledLike(request_.loss, 1.0f, "loss"));
+    }
     for (size_t k = order.size(); k-- > 0;) {
       const Node& node = forward_nodes_[order[k]];
       bool any_input = false;
-      for (const auto& in : node.inputs) any_input |= !in.empty() && relevant(in);
+      for (const auto& in : reads_[order[k]]) any_input |= relevant(in);
       if (!any_input) continue;
       WalkContext ctx(*this, node, node.opset ? node.opset : OpsetFor(node.domain));
       bool any_output_grad = false;
@@ -99,6 +113,8 @@ class Walk {
   }
 
   bool relevant(const std::string& v) const { return requires_grad_.count(v) && reaches_loss_.count(v); }
+  const GradientRequest& request() const { return request_; }
+  const Graph& graph() const { return graph_; }
 
   const ValueInfo* Info(const std::string& value) const { return graph_.FindValueInfo(value); }
 
@@ -183,7 +199,7 @@ class Walk {
     for (size_t index : order) {
       const Node& n = forward_nodes_[index];
       bool any = false;
-      for (const auto& in : n.inputs) any |= !in.empty() && requires_grad_.count(in);
+      for (const auto& in : reads_[index]) any |= requires_grad_.count(in) != 0;
       if (!any || HasIntegerOutputs(n)) continue;
       for (const auto& out : n.outputs) {
         const ValueInfo* info = Info(out);
@@ -194,14 +210,14 @@ class Walk {
   }
 
   void MarkReachesLoss(const std::vector<size_t>& order) {
-    reaches_loss_.insert(request_.loss);
+    if (!request_.loss.empty()) reaches_loss_.insert(request_.loss);
+    for (const auto& seed : seeds_) reaches_loss_.insert(seed.first);
     for (size_t k = order.size(); k-- > 0;) {
       const Node& n = forward_nodes_[order[k]];
       bool any = false;
       for (const auto& out : n.outputs) any |= !out.empty() && reaches_loss_.count(out);
       if (!any) continue;
-      for (const auto& in : n.inputs)
-        if (!in.empty()) reaches_loss_.insert(in);
+      reaches_loss_.insert(reads_[order[k]].begin(), reads_[order[k]].end());
     }
   }
 
@@ -231,7 +247,9 @@ class Walk {
 
   Graph& graph_;
   const GradientRequest& request_;
+  std::vector<std::pair<std::string, std::string>> seeds_;
   std::vector<Node> forward_nodes_;
+  std::vector<std::vector<std::string>> reads_;  // NodeReads of each forward node
   std::unordered_set<std::string> requires_grad_, reaches_loss_;
   std::unordered_map<std::string, std::vector<std::string>> contributions_;
   std::unordered_map<std::string, size_t> emitted_producer_;
@@ -261,6 +279,65 @@ std::vector<std::string> WalkContext::Emit(const std::string& op_type, const std
 std::string WalkContext::Constant(const Tensor& value) { return walk_.Constant(value); }
 
 const ValueInfo* WalkContext::Info(const std::string& value) const { return walk_.Info(value); }
+
+bool WalkContext::NeedsGradOf(const std::string& outer_value) const { return walk_.relevant(outer_value); }
+
+void WalkContext::SetGradOf(const std::string& outer_value, const std::string& value) {
+  if (walk_.relevant(outer_value) && !value.empty()) walk_.AddContribution(outer_value, value);
+}
+
+// What the enclosing graph knows of `name`: its value info, else the initializer's type and shape.
+ValueInfo WalkContext::OuterInfo(const std::string& name) const {
+  const ValueInfo* known = walk_.Info(name);
+  ValueInfo v = known ? *known : ValueInfo{};
+  auto initializer = walk_.graph().initializers.find(name);
+  if (!v.has_shape && initializer != walk_.graph().initializers.end()) {
+    v.dtype = initializer->second.dtype();
+    v.has_shape = true;
+    for (int64_t d : initializer->second.shape()) v.shape.push_back(Dim{d, ""});
+  }
+  v.name = name;
+  return v;
+}
+
+std::shared_ptr<Graph> WalkContext::DifferentiateSubgraph(const Graph& graph, const std::vector<std::string>& outer) {
+  auto grad = std::make_shared<Graph>(graph);
+  grad->name = graph.name + "_grad";
+  const std::string scope = node_.name + "/";  // keeps the names the walk emits apart from the outer graph's
+  for (Node& n : grad->nodes) n.name = scope + n.name;
+  GradientRequest request;
+  std::vector<std::pair<std::string, std::string>> seeds;
+  request.opsets = walk_.request().opsets;
+  for (const auto& v : graph.inputs) request.wrt.push_back(v.name);
+  for (const auto& name : outer) {
+    ValueInfo v = OuterInfo(name);
+    grad->inputs.push_back(v);
+    request.wrt.push_back(name);
+  }
+  for (const auto& name : OuterReads(graph))  // rules read the ranks of the rest too (MatMul)
+    if (!grad->value_info.count(name) && std::find(outer.begin(), outer.end(), name) == outer.end())
+      grad->value_info[name] = OuterInfo(name);
+  for (const auto& out : graph.outputs) {
+    ValueInfo seed = out;
+    seed.name = scope + "d_" + out.name;
+    grad->inputs.push_back(seed);
+    seeds.emplace_back(out.name, seed.name);
+  }
+  for (const auto& w : request.wrt) request.grad_names.push_back(scope + "grad_" + w);
+  std::vector<std::string> grads;
+  try {
+    grads = Walk(*grad, request, std::move(seeds)).Run();
+  } catch (const Error& e) {
+    Fail(e.code(), node_.Describe(), ": subgraph '", graph.name, "': ", e.what());
+  }
+  grad->outputs.clear();
+  for (const auto& name : grads) {
+    ValueInfo v;
+    v.name = name;
+    grad->outputs.push_back(v);
+  }
+  return grad;
+}
 
 }  // namespace
 

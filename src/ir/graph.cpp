@@ -1,5 +1,7 @@
 #include "ir/graph.hpp"
+#include "ir/scope.hpp"
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -169,6 +171,27 @@ static void CollectOuterReads(const Graph& g, std::unordered_set<std::string>& r
       }
     }
   }
+}
+
+std::vector<std::string> OuterReads(const Graph& graph) {
+  std::unordered_set<std::string> reads;
+  CollectOuterReads(graph, reads);
+  std::vector<std::string> sorted(reads.begin(), reads.end());
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
+std::vector<std::string> NodeReads(const Node& node) {
+  std::vector<std::string> reads;
+  for (const auto& in : node.inputs)
+    if (!in.empty()) reads.push_back(in);
+  for (const auto& [key, a] : node.attributes) {
+    std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+    if (a.g) subs.push_back(a.g);
+    for (const auto& sub : subs)
+      for (auto& r : OuterReads(*sub)) reads.push_back(std::move(r));
+  }
+  return reads;
 }
 
 std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope) {

@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/gradient.hpp"
+#include "ir/scope.hpp"
 #include "ops/registry.hpp"
+#include "ops/subgraph_gradient.hpp"
 
 namespace edgetrain {
 
@@ -201,6 +202,161 @@ void Scan(KernelContext& ctx) {
     ctx.SetOutputValue(num_states + k, RuntimeValue::Of(batched ? Stack(ctx, outputs[k], 0, false) : outputs[k][0]));
 }
 
+// `part` written as slice `index` of `t` along `axis` (SliceAt's inverse).
+void PutSliceAt(const std::string& what, Tensor& t, size_t axis, int64_t index, const Tensor& part) {
+  const int64_t count = t.dim(axis);
+  ET_CHECK(part.dtype() == t.dtype() && part.numel() * count == t.numel(), ErrorCode::kInvalidArgument, what,
+           ": the body's gradient of a scan input slice has shape ", ShapeToString(part.shape()), ", expected a slice of ",
+           ShapeToString(t.shape()));
+  const int64_t outer = NumElements({t.shape().begin(), t.shape().begin() + static_cast<std::ptrdiff_t>(axis)});
+  const size_t inner = part.nbytes() / static_cast<size_t>(std::max<int64_t>(1, outer));
+  const auto* src = static_cast<const uint8_t*>(part.raw());
+  auto* dst = static_cast<uint8_t*>(t.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + (o * count + index) * static_cast<int64_t>(inner), src + o * static_cast<int64_t>(inner), inner);
+}
+
+template <typename T>
+void AddTyped(Tensor& sum, const Tensor& term) {
+  T* s = sum.data<T>();
+  const T* t = term.data<T>();
+  for (int64_t i = 0; i < sum.numel(); ++i) s[i] += t[i];
+}
+
+void AddInto(const std::string& what, Tensor& sum, const Tensor& term) {
+  ET_CHECK(term.shape() == sum.shape() && term.dtype() == sum.dtype(), ErrorCode::kInvalidArgument, what,
+           ": the body's gradient of an outer-scope value has shape ", ShapeToString(term.shape()), ", expected ",
+           ShapeToString(sum.shape()));
+  if (sum.dtype() == DataType::kFloat64) AddTyped<double>(sum, term);
+  else if (sum.dtype() == DataType::kFloat32) AddTyped<float>(sum, term);
+  else Fail(ErrorCode::kNotImplemented, what, ": gradient of element type ", DataTypeName(sum.dtype()));
+}
+
+// ai.edgetrain.ScanGrad: inputs (initial states..., scan inputs..., outer values..., d final states...,
+// d scan outputs...), attributes Scan's plus body_grad (DifferentiateSubgraph of the body); outputs
+// (d initial states..., d scan inputs..., d outer values...). Runs the body again, keeping the states each
+// iteration starts from, then body_grad from the last iteration to the first.
+void ScanGrad(KernelContext& ctx) {
+  const std::string& what = ctx.node().Describe();
+  const Graph& body = SubgraphAttr(ctx, "body");
+  const Graph& grad = SubgraphAttr(ctx, "body_grad");
+  const int64_t m = ctx.node().GetInt("num_scan_inputs", -1);
+  ET_CHECK(m > 0 && static_cast<size_t>(m) <= body.inputs.size() && body.outputs.size() + m >= body.inputs.size() &&
+               grad.inputs.size() >= body.inputs.size() + body.outputs.size(),
+           ErrorCode::kInvalidModel, what, ": num_scan_inputs ", m, " does not fit a body of ", body.inputs.size(),
+           " inputs and ", body.outputs.size(), " outputs");
+  const size_t num_scan = static_cast<size_t>(m), num_states = body.inputs.size() - num_scan;
+  const size_t num_outputs = body.outputs.size() - num_states;
+  const size_t num_outer = grad.inputs.size() - body.inputs.size() - body.outputs.size();
+  ET_CHECK(grad.outputs.size() == num_states + num_scan + num_outer && ctx.NumOutputs() >= grad.outputs.size(),
+           ErrorCode::kInvalidModel, what, ": body_grad returns ", grad.outputs.size(), " values, expected ",
+           num_states + num_scan + num_outer);
+  auto ints = [&](const char* name, size_t n) {
+    Int64Vector v = ctx.node().GetInts(name, Int64Vector(n, 0));
+    ET_CHECK(v.size() == n, ErrorCode::kInvalidModel, what, ": attribute ", name, " must have ", n, " values, got ",
+             v.size());
+    return v;
+  };
+  const Int64Vector in_dirs = ints("scan_input_directions", num_scan), in_axes = ints("scan_input_axes", num_scan);
+  const Int64Vector out_dirs = ints("scan_output_directions", num_outputs);
+  const Int64Vector out_axes = ints("scan_output_axes", num_outputs);
+  std::vector<RuntimeValue> states;
+  for (size_t i = 0; i < num_states; ++i) states.push_back(RuntimeValue::Of(ctx.Input(i)));
+  std::vector<Tensor> scans;
+  std::vector<size_t> axes;
+  int64_t steps = -1;
+  for (size_t j = 0; j < num_scan; ++j) {
+    scans.push_back(ctx.Input(num_states + j));
+    axes.push_back(NormalizedAxis(ctx, in_axes[j], scans[j].rank(), "scan_input_axes"));
+    const int64_t n = scans[j].dim(axes[j]);
+    ET_CHECK(steps < 0 || n == steps, ErrorCode::kInvalidArgument, what, ": scan inputs have ", steps, " and ", n,
+             " iterations");
+    steps = n;
+  }
+  ET_CHECK(steps > 0, ErrorCode::kNotImplemented, what, ": the gradient of a scan of zero iterations");
+  auto slice = [&](size_t j, int64_t s) {
+    return RuntimeValue::Of(SliceAt(scans[j], axes[j], in_dirs[j] ? steps - 1 - s : s));
+  };
+  const size_t first_outer = num_states + num_scan, first_dy = first_outer + num_outer;
+  std::vector<RuntimeValue> outer;
+  for (size_t o = 0; o < num_outer; ++o) outer.push_back(RuntimeValue::Of(ctx.Input(first_outer + o)));
+
+  std::vector<std::vector<RuntimeValue>> history;
+  std::vector<Tensor> one_output(num_outputs);  // one iteration's scan outputs, for their shapes
+  for (int64_t s = 0; s < steps; ++s) {
+    history.push_back(states);
+    std::vector<RuntimeValue> in = states;
+    for (size_t j = 0; j < num_scan; ++j) in.push_back(slice(j, s));
+    std::vector<RuntimeValue> out = ctx.RunSubgraph(body, in);
+    ET_CHECK(out.size() == num_states + num_outputs, ErrorCode::kInvalidModel, what, ": body returns ", out.size(),
+             " values, expected ", num_states + num_outputs);
+    for (size_t i = 0; i < num_states; ++i) states[i] = out[i];
+    for (size_t k = 0; k < num_outputs; ++k) one_output[k] = out[num_states + k].tensor;
+  }
+
+  std::vector<RuntimeValue> dstates;
+  for (size_t i = 0; i < num_states; ++i)
+    dstates.push_back(ctx.HasInput(first_dy + i)
+                          ? RuntimeValue::Of(ctx.Input(first_dy + i))
+                          : RuntimeValue::Of(Tensor::Zeros(states[i].tensor.dtype(), states[i].tensor.shape())));
+  std::vector<size_t> output_axes;
+  std::vector<RuntimeValue> zero_outputs;
+  for (size_t k = 0; k < num_outputs; ++k) {
+    output_axes.push_back(NormalizedAxis(ctx, out_axes[k], one_output[k].rank() + 1, "scan_output_axes"));
+    zero_outputs.push_back(RuntimeValue::Of(Tensor::Zeros(one_output[k].dtype(), one_output[k].shape())));
+  }
+  std::vector<Tensor> dscans, douter;
+  for (const Tensor& x : scans) dscans.push_back(Tensor::Zeros(x.dtype(), x.shape()));
+  for (const RuntimeValue& v : outer) douter.push_back(Tensor::Zeros(v.tensor.dtype(), v.tensor.shape()));
+  for (int64_t s = steps - 1; s >= 0; --s) {
+    std::vector<RuntimeValue> in = history[static_cast<size_t>(s)];
+    for (size_t j = 0; j < num_scan; ++j) in.push_back(slice(j, s));
+    in.insert(in.end(), outer.begin(), outer.end());
+    in.insert(in.end(), dstates.begin(), dstates.end());
+    for (size_t k = 0; k < num_outputs; ++k) {
+      const size_t input = first_dy + num_states + k;
+      in.push_back(ctx.HasInput(input) ? RuntimeValue::Of(SliceAt(ctx.Input(input), output_axes[k],
+                                                                  out_dirs[k] ? steps - 1 - s : s))
+                                       : zero_outputs[k]);
+    }
+    std::vector<RuntimeValue> out = ctx.RunSubgraph(grad, in);
+    for (size_t i = 0; i < num_states; ++i) dstates[i] = out[i];
+    for (size_t j = 0; j < num_scan; ++j)
+      PutSliceAt(what, dscans[j], axes[j], in_dirs[j] ? steps - 1 - s : s, out[num_states + j].tensor);
+    for (size_t o = 0; o < num_outer; ++o) AddInto(what, douter[o], out[first_outer + o].tensor);
+  }
+  for (size_t i = 0; i < num_states; ++i) ctx.SetOutputValue(i, dstates[i]);
+  for (size_t j = 0; j < num_scan; ++j) ctx.SetOutputValue(num_states + j, RuntimeValue::Of(dscans[j]));
+  for (size_t o = 0; o < num_outer; ++o) ctx.SetOutputValue(first_outer + o, RuntimeValue::Of(douter[o]));
+}
+
+// Differentiates the body with our autodiff; ScanGrad runs it backward over the iterations.
+void ScanGradient(GradientContext& context) {
+  const Node& node = context.node();
+  auto* walk = dynamic_cast<SubgraphGradientContext*>(&context);
+  ET_CHECK(walk, ErrorCode::kNotImplemented, node.Describe(), ": Scan's gradient needs the autodiff walk");
+  SubgraphGradientContext& g = *walk;
+  ET_CHECK(g.opset() >= 9, ErrorCode::kNotImplemented, node.Describe(),
+           ": Scan-8 (batch axis and sequence_lens) has no gradient; export at opset 9 or later");
+  const Attribute* body = node.Find("body");
+  ET_CHECK(body && body->g, ErrorCode::kInvalidModel, node.Describe(), ": missing graph attribute 'body'");
+  std::vector<std::string> outer;
+  for (const auto& name : OuterReads(*body->g))
+    if (g.NeedsGradOf(name)) outer.push_back(name);
+  Attribute body_grad;
+  body_grad.kind = Attribute::Kind::kGraph;
+  body_grad.g = g.DifferentiateSubgraph(*body->g, outer);
+  AttributeMap attributes = node.attributes;
+  attributes["body_grad"] = body_grad;
+  std::vector<std::string> inputs = node.inputs;
+  inputs.insert(inputs.end(), outer.begin(), outer.end());
+  for (size_t k = 0; k < g.NumOutputs(); ++k) inputs.push_back(g.dY(k));
+  const std::vector<std::string> grads =
+      g.Emit("ScanGrad", inputs, node.inputs.size() + outer.size(), std::move(attributes), kEdgetrainDomain);
+  for (size_t i = 0; i < node.inputs.size(); ++i) g.SetGrad(i, grads[i]);
+  for (size_t o = 0; o < outer.size(); ++o) g.SetGradOf(outer[o], grads[node.inputs.size() + o]);
+}
+
 void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
 
 }  // namespace
@@ -212,6 +368,9 @@ void RegisterControlFlowOps(OpRegistry& r) {
   ET_IF_BUILT("", "If") RegisterOnnx(r, "If", If);
   ET_IF_BUILT("", "Loop") RegisterOnnx(r, "Loop", Loop);
   ET_IF_BUILT("", "Scan") RegisterOnnx(r, "Scan", Scan);
+  ET_IF_BUILT("", "Scan") r.SetGradient("Scan", ScanGradient);
+  // No definition in standard ops: the backward iteration would need a Loop over the kept states.
+  ET_IF_BUILT(kEdgetrainDomain, "ScanGrad") RegisterFused(r, "ScanGrad", ScanGrad, nullptr);
 }
 
 }  // namespace edgetrain

@@ -485,10 +485,13 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
         dc[static_cast<size_t>(b * H + k)] = dyc ? dyc[c.StateOffset(d, b) + k] : T(0);
       }
     std::fill(dgates.begin(), dgates.end(), T(0));
+    // RNN and LSTM with layout 0: the recurrent gradient of step t is dgates' rows of step t, so dR and
+    // its bias take one GEMM over the whole sequence after the loop.
+    const bool whole_sequence_dr = cell != Cell::kGru && !c.layout_batch_first;
     for (int64_t s = c.seq - 1; s >= 0; --s) {
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const T* hprev = tr.hprev.data() + t * B * H;
-      std::fill(drec.begin(), drec.end(), T(0));
+      if (!whole_sequence_dr) std::fill(drec.begin(), drec.end(), T(0));
       for (int64_t b = 0; b < B; ++b) {
         T* dhb = dh.data() + b * H;
         T* dhpb = dhp.data() + b * H;
@@ -553,7 +556,8 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
             dg[H + k] = dao;
             dg[2 * H + k] = daf;
             dg[3 * H + k] = dac;
-            for (int64_t q = 0; q < 4; ++q) dq[q * H + k] = dg[q * H + k];
+            if (!whole_sequence_dr)
+              for (int64_t q = 0; q < 4; ++q) dq[q * H + k] = dg[q * H + k];
             dcpb[k] = dcprev;
             dhpb[k] = 0;
           }
@@ -585,11 +589,15 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
         if (!lbr) Gemm<T>(true, false, H, H, B, T(1), drec.data() + 2 * H, GH, rh.data(), H, T(1), drd + 2 * H * H, H, pool);
       }
       const int64_t rec_rows = cell == Cell::kGru && !lbr ? 2 * H : GH;
-      Gemm<T>(false, false, B, H, rec_rows, T(1), drec.data(), GH, rw, H, T(1), dhp.data(), H, pool);
-      Gemm<T>(true, false, rec_rows, H, B, T(1), drec.data(), GH, hprev, H, T(1), drd, H, pool);
-      T* drb = db + d * 2 * GH + GH;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t k = 0; k < GH; ++k) drb[k] += drec[static_cast<size_t>(b * GH + k)];
+      if (whole_sequence_dr) {
+        Gemm<T>(false, false, B, H, GH, T(1), dgates.data() + t * B * GH, GH, rw, H, T(1), dhp.data(), H, pool);
+      } else {
+        Gemm<T>(false, false, B, H, rec_rows, T(1), drec.data(), GH, rw, H, T(1), dhp.data(), H, pool);
+        Gemm<T>(true, false, rec_rows, H, B, T(1), drec.data(), GH, hprev, H, T(1), drd, H, pool);
+        T* drb = db + d * 2 * GH + GH;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t k = 0; k < GH; ++k) drb[k] += drec[static_cast<size_t>(b * GH + k)];
+      }
       std::swap(dh, dhp);
       if (cell == Cell::kLstm) std::swap(dc, dcp);
     }
@@ -603,6 +611,10 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
     T* dwb = db + d * 2 * GH;
     for (int64_t row = 0; row < rows; ++row)
       for (int64_t k = 0; k < GH; ++k) dwb[k] += dgates[static_cast<size_t>(row * GH + k)];
+    if (whole_sequence_dr) {
+      Gemm<T>(true, false, GH, H, rows, T(1), dgates.data(), GH, tr.hprev.data(), H, T(1), dr + d * GH * H, H, pool);
+      std::copy_n(dwb, GH, dwb + GH);
+    }
   }
 }
 
