@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/gradient.hpp"
+#include "core/string_tensor.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -11,7 +12,7 @@ namespace {
 
 void CopyInto(KernelContext& ctx, size_t output, const Tensor& source) {
   Tensor& out = ctx.Output(output, source.shape(), source.dtype());
-  if (source.nbytes() && !out.SameData(source)) std::memcpy(out.raw(), source.raw(), source.nbytes());
+  CopyTensorData(source, out);
 }
 
 void Constant(KernelContext& ctx) {
