@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <clocale>
 #include <cmath>
 #include <cstdlib>
 #include <cwctype>
@@ -310,12 +309,14 @@ void TfIdfCount(KernelContext& ctx, const std::vector<Key>& items, int64_t rows,
   const int64_t max_skip = node.GetInt("max_skip_count", 0);
   std::map<std::vector<Key>, int64_t> lookup;  // n-gram -> its place in the pool
   for (size_t i = 0; i < pool.size(); ++i) lookup.emplace(pool[i], static_cast<int64_t>(i));
-  std::vector<float> counts(static_cast<size_t>(rows * width), 0.0f);
+  Tensor& y = ctx.Output(0, ctx.Input(0).rank() == 1 ? Shape{width} : Shape{rows, width}, DataType::kFloat32);
+  float* counts = y.data<float>();
+  std::fill_n(counts, y.numel(), 0.0f);
   std::vector<Key> gram;
   for (int64_t row = 0; row < rows; ++row) {
     const Key* begin = items.data() + row * columns;
     int64_t first_size = min_gram;
-    for (int64_t skip = 0; skip <= max_skip && first_size <= max_gram; ++skip) {
+    for (int64_t skip = 0; skip <= std::min(max_skip, columns) && first_size <= max_gram; ++skip) {
       const int64_t step = skip + 1;
       for (int64_t start = 0; start < columns; ++start) {
         gram.clear();
@@ -323,7 +324,7 @@ void TfIdfCount(KernelContext& ctx, const std::vector<Key>& items, int64_t rows,
           gram.push_back(begin[start + (n - 1) * step]);
           if (n < first_size) continue;
           const auto hit = lookup.find(gram);
-          if (hit != lookup.end()) counts[static_cast<size_t>(row * width + indexes[static_cast<size_t>(hit->second)])] += 1;
+          if (hit != lookup.end()) counts[row * width + indexes[static_cast<size_t>(hit->second)]] += 1;
         }
       }
       if (first_size == 1) first_size = 2;  // unigrams do not depend on the skip: counted once
@@ -331,11 +332,10 @@ void TfIdfCount(KernelContext& ctx, const std::vector<Key>& items, int64_t rows,
   }
   std::vector<float> weight_at(static_cast<size_t>(width), 1.0f);
   for (size_t i = 0; i < weights.size(); ++i) weight_at[static_cast<size_t>(indexes[i])] = weights[i];
-  Tensor& y = ctx.Output(0, ctx.Input(0).rank() == 1 ? Shape{width} : Shape{rows, width}, DataType::kFloat32);
-  float* out = y.data<float>();
+  if (mode == TfIdfMode::kTf) return;
   for (int64_t i = 0; i < rows * width; ++i) {
-    const float count = counts[static_cast<size_t>(i)], weight = weight_at[static_cast<size_t>(i % width)];
-    out[i] = mode == TfIdfMode::kTf ? count : mode == TfIdfMode::kIdf ? (count > 0 ? weight : 0.0f) : count * weight;
+    const float weight = weight_at[static_cast<size_t>(i % width)];
+    counts[i] = mode == TfIdfMode::kIdf ? (counts[i] > 0 ? weight : 0.0f) : counts[i] * weight;
   }
 }
 
