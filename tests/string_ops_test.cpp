@@ -208,6 +208,17 @@ TEST(StringOps, Opset20StringOperators) {
   EXPECT_EQ(equal.ToVector<bool>(), (std::vector<bool>{false, true}));
 }
 
+// The second run uses the memory plan the first one measured: string outputs stay out of the arena.
+TEST(StringOps, StringOutputsSurviveThePlannedRun) {
+  const testing::OneNode cast = OnnxNode("Cast", {Tensor::FromVector<float>({1.5f, -2}, {2})}, {{"to", Attribute::Int(8)}});
+  Session session(testing::OneNodeModel(cast));
+  for (int run = 0; run < 3; ++run) {
+    const auto out = session.RunValues(testing::OneNodeFeeds(cast.inputs));
+    ASSERT_EQ(out[0].tensor.dtype(), DataType::kString);
+    EXPECT_EQ(out[0].tensor.ToVector<std::string>(), (std::vector<std::string>{"1.5", "-2"})) << "run " << run;
+  }
+}
+
 std::vector<ErrorRow> BadStringRows() {
   const Tensor words = Strings({"a", "b"}, {2});
   const Tensor numbers = Tensor::FromVector<float>({1, 2}, {2});
