@@ -7,15 +7,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$(pwd)")}"
+phase() { printf '== [%d:%02d] %s ==\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+phase "set-up and build"
 scripts/setup.sh
+phase "WebAssembly build"
 # The browser: the WebAssembly module (web/dist), tested in Node.js and headless Chromium (ctest web_node, web_chromium).
 scripts/build_wasm.sh
 cmake -S . -B build -DEDGETRAIN_WEB_TESTS=ON >/dev/null
+phase "ctest"
 (cd build && ctest --output-on-failure -j2 --timeout 1500)
 
+phase "soak"
 scripts/soak.sh 3 2000 build/edgetrain
 
-echo "== reference kernels (oneDNN off) under ASan+UBSan+LSan: unit, training, gradient, ORT-operator, ONNX backend, C API, reliability =="
+phase "reference kernels (oneDNN off) under ASan+UBSan+LSan: unit, training, gradient, ORT-operator, ONNX backend, C API, reliability"
 sanitized=(edgetrain_cli unit_tests training_tests gradient_tests ort_ops_tests onnx_backend_tests c_api_test
   capi_wrapper_test reliability_tests fuzz_replay_onnx_model fuzz_replay_ort_model fuzz_replay_checkpoint
   fuzz_replay_training_artifacts fuzz_replay_data_files fuzz_replay_capi)
@@ -29,7 +34,8 @@ ninja -C build-asan "${sanitized[@]}"
   ctest --output-on-failure -j2 --timeout 1500 \
   -E "NOT_BUILT|web_|parity|python|ort_compat|cli_test|train_cli|fashion_mnist|Sigkill|model_zoo|federated|recurrent_torch|seq_lstm|install_consumer|ort_generate")
 scripts/soak.sh 2 1000 build-asan/edgetrain
-echo "== fuzzing: each harness for 30 s under ASan+UBSan =="
+phase "fuzzing: each harness for 30 s under ASan+UBSan"
 scripts/fuzz.sh 30
-echo "== aarch64: the device runtime and its tests cross-built (g++-aarch64-linux-gnu), run under qemu-aarch64 =="
+phase "aarch64: the device runtime and its tests cross-built (g++-aarch64-linux-gnu), run under qemu-aarch64"
 scripts/cross_aarch64.sh
+phase "done"

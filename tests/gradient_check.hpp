@@ -88,5 +88,6 @@ std::vector<GradCase> MatMulConvGradCases();
 std::vector<GradCase> NormalizationGradCases();
 std::vector<GradCase> RecurrentGradCases();
 std::vector<GradCase> SpectralGradCases();
+std::vector<GradCase> VisionLinalgGradCases();
 
 }  // namespace edgetrain::testing

@@ -60,6 +60,11 @@ std::vector<GradCase> ElementwiseGradCases() {
       {"Clip_min_only", "Clip", {In({3, 4}), Const(Scalar(-0.5))}, {}, 1, "", 1e-5, away_from_half},
       {"Clip_no_bounds", "Clip", {In({3, 4})}},
       {"Cast_double_to_double", "Cast", {In({2, 3})}, {{"to", to_double}}},
+      {"CastLike_double_to_double", "CastLike", {In({2, 3}), Const(Scalar(0.0))}},
+      {"Identity", "Identity", {In({2, 3})}},
+      {"Sum_two", "Sum", {In({3, 4}), In({3, 4})}},
+      {"Sum_three_broadcast", "Sum", {In({2, 3}), In({3}), In({2, 1})}},
+      {"Sum_single", "Sum", {In({2, 3})}},
   };
 }
 

@@ -94,6 +94,7 @@ std::vector<GradCase> ShapeGradCases() {
       {"ScatterElements_axis0", "ScatterElements", {In({3, 3}), Indices({1, 0, 2, 0, 2, 1}, {2, 3}), In({2, 3})}},
       {"ScatterElements_negative", "ScatterElements", {In({2, 4}), Indices({-1, 0, 1, -2}, {2, 2}), In({2, 2})},
        {{"axis", Int(-1)}}},
+      AtOpset(10, {"Scatter_opset10", "Scatter", {In({3, 3}), Indices({1, 0, 2, 0, 2, 1}, {2, 3}), In({2, 3})}}),
       {"ScatterND_rows", "ScatterND", {In({4, 3}), Indices({1, 3}, {2, 1}), In({2, 3})}},
       {"ScatterND_elements", "ScatterND", {In({3, 3}), Indices({0, 1, 2, 2, 1, 0}, {3, 2}), In({3})}},
 

@@ -9,6 +9,8 @@ namespace {
 Attribute S(std::string v) { return Attribute::String(std::move(v)); }
 Attribute I(int64_t v) { return Attribute::Int(v); }
 
+}  // namespace
+
 std::vector<GradCase> VisionLinalgGradCases() {
   std::vector<GradCase> rows;
   for (const char* mode : {"bilinear", "nearest", "bicubic"})
@@ -44,13 +46,4 @@ std::vector<GradCase> VisionLinalgGradCases() {
   return rows;
 }
 
-std::string RowLabel(const ::testing::TestParamInfo<GradCase>& info) { return info.param.name; }
-
-class VisionLinalgGradient : public ::testing::TestWithParam<GradCase> {};
-
-TEST_P(VisionLinalgGradient, MatchesCentralDifferences) { CheckGradient(GetParam()); }
-
-INSTANTIATE_TEST_SUITE_P(Rows, VisionLinalgGradient, ::testing::ValuesIn(VisionLinalgGradCases()), RowLabel);
-
-}  // namespace
 }  // namespace edgetrain::testing

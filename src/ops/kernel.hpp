@@ -190,6 +190,7 @@ class OpRegistry {
   const OpKernelEntry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   bool Knows(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> OpNames() const;  // "domain:op" (or "op") of every registered kernel
+  const std::vector<OpKernelEntry>& Entries() const { return entries_; }
 
   // The registry holding every operator of edgetrain (built once, see ops/registry.cpp).
   static const OpRegistry& Global();
