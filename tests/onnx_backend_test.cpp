@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/string_tensor.hpp"
 #include "autodiff/onnx_gradient.hpp"
 #include "onnx/importer.hpp"
 #include "offline/libonnx_proto.hpp"
@@ -71,6 +72,12 @@ std::string CompareTensor(const Tensor& expected, const Tensor& actual, bool val
   if (expected.shape() != actual.shape())
     return "shape " + ShapeToString(actual.shape()) + ", expected " + ShapeToString(expected.shape());
   if (!values) return "";
+  if (expected.dtype() == DataType::kString) {
+    const std::string *e = expected.data<std::string>(), *a = actual.data<std::string>();
+    for (int64_t i = 0; i < expected.numel(); ++i)
+      if (e[i] != a[i]) return "element " + std::to_string(i) + " is '" + a[i] + "', expected '" + e[i] + "'";
+    return "";
+  }
   if (IsFloatType(expected.dtype())) {
     // bfloat16 keeps 8 significant bits: ONNX 1.12's data truncates where we round to nearest even.
     double rtol = expected.dtype() == DataType::kBFloat16 ? 1.0 / 128 : kRtol;

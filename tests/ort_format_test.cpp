@@ -12,6 +12,7 @@
 #include <map>
 
 #include "checkpoint/checkpoint.hpp"
+#include "core/string_tensor.hpp"
 #include "onnx/importer.hpp"
 #include "onnx/ort_format_generated.h"
 #include "runtime/session.hpp"
@@ -466,13 +467,19 @@ TEST(OrtFormat, UnsupportedContentIsNamed) {
   EXPECT_ERROR(LoadBytes(sparse, "sparse.ort"), ErrorCode::kNotImplemented,
                "sparse.ort: sparse initializers are not supported");
 
-  std::string strings = IdentityModel([](FlatBufferBuilder& b, GraphParts& g) {
-    std::vector<std::string> words = {"a", "b"};
-    g.initializers.push_back(fb::CreateTensor(b, b.CreateString("words"), 0, b.CreateVector(std::vector<int64_t>{2}),
-                                              fb::TensorDataType::STRING, 0, b.CreateVectorOfStrings(words)));
-  });
-  EXPECT_ERROR(LoadBytes(strings, "strings.ort"), ErrorCode::kNotImplemented,
-               "initializer 'words' in strings.ort: string tensors are not supported");
+  auto strings = [](int64_t count) {
+    return IdentityModel([count](FlatBufferBuilder& b, GraphParts& g) {
+      std::vector<std::string> words = {"a", "b"};
+      g.initializers.push_back(fb::CreateTensor(b, b.CreateString("words"), 0,
+                                                b.CreateVector(std::vector<int64_t>{count}),
+                                                fb::TensorDataType::STRING, 0, b.CreateVectorOfStrings(words)));
+    });
+  };
+  const Tensor words = LoadBytes(strings(2), "strings.ort").graph.initializers.at("words");
+  ASSERT_EQ(words.dtype(), DataType::kString);
+  EXPECT_EQ(words.ToVector<std::string>(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_ERROR(LoadBytes(strings(3), "strings.ort"), ErrorCode::kInvalidModel,
+               "initializer 'words' in strings.ort: holds 2 strings but its shape [3] needs 3");
 
   std::string external = IdentityModel([](FlatBufferBuilder& b, GraphParts& g) {
     g.initializers.push_back(RawTensor(b, "big", fb::TensorDataType::FLOAT, {1}, nullptr, 0, 128));

@@ -1,5 +1,7 @@
 #include "core/tensor.hpp"
+#include "core/string_tensor.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +37,15 @@ std::atomic<uint64_t> g_allocation_count{0}, g_allocated_bytes{0};
 
 Tensor::Tensor(DataType dtype, Shape shape, std::string_view what)
     : dtype_(dtype), shape_(std::move(shape)), numel_(NumElements(shape_)) {
+  if (dtype == DataType::kString) {
+    ET_CHECK(numel_ <= kMaxStringElements, ErrorCode::kResourceExhausted, what, ": string tensor of shape ",
+             ShapeToString(shape_), " has more than the limit of ", kMaxStringElements, " elements");
+    auto* strings = new std::string[static_cast<size_t>(std::max<int64_t>(numel_, 1))];
+    storage_ = std::shared_ptr<void>(strings, [](void* q) { delete[] static_cast<std::string*>(q); });
+    data_ = strings;
+    g_allocation_count.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   size_t element = DataTypeSize(dtype);
   ET_CHECK(element > 0, ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(dtype),
            " cannot be stored in a tensor");
@@ -58,12 +69,13 @@ uint64_t Tensor::allocation_count() { return g_allocation_count.load(std::memory
 uint64_t Tensor::allocated_bytes() { return g_allocated_bytes.load(std::memory_order_relaxed); }
 
 Tensor Tensor::Zeros(DataType dtype, Shape shape) {
-  Tensor t(dtype, std::move(shape));
-  std::memset(t.raw(), 0, t.nbytes());
+  Tensor t(dtype, std::move(shape));  // strings start empty
+  if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
   return t;
 }
 
 Tensor Tensor::Borrow(DataType dtype, Shape shape, void* data) {
+  ET_CHECK(dtype != DataType::kString, ErrorCode::kInternal, "a string tensor cannot borrow memory");
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -125,8 +137,20 @@ std::vector<double> Tensor::ToDoubleVector() const {
 Tensor Tensor::Clone() const {
   if (!defined()) return Tensor();
   Tensor t(dtype_, shape_);
-  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  CopyTensorData(*this, t);
   return t;
+}
+
+void CopyTensorData(const Tensor& src, Tensor& dst) {
+  ET_CHECK(src.dtype() == dst.dtype() && src.numel() == dst.numel(), ErrorCode::kInternal, "cannot copy a ",
+           DataTypeName(src.dtype()), " tensor of shape ", ShapeToString(src.shape()), " into a ",
+           DataTypeName(dst.dtype()), " tensor of shape ", ShapeToString(dst.shape()));
+  if (src.SameData(dst)) return;
+  if (src.dtype() == DataType::kString) {
+    std::copy_n(src.data<std::string>(), src.numel(), dst.data<std::string>());
+    return;
+  }
+  if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
 }
 
 Tensor Tensor::Reshaped(Shape shape) const {

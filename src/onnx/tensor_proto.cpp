@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "core/string_tensor.hpp"
 #include "onnx/proto.hpp"
 
 namespace edgetrain::onnx_proto {
@@ -63,17 +64,37 @@ void CopyField(const Field& field, Tensor& t, const std::string& what) {
   for (size_t i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field[i]);
 }
 
+// Strings live in string_data only (ONNX); their count and total size are checked before the tensor is made.
+Tensor StringTensorFromProto(const onnxpb::TensorProto& proto, const Shape& shape, int64_t numel,
+                             const std::string& what) {
+  ET_CHECK(proto.data_location() != onnxpb::TensorProto::EXTERNAL && !proto.has_raw_data(), ErrorCode::kInvalidModel,
+           what, ": a string tensor keeps its strings in string_data, not in raw or external data");
+  ET_CHECK(proto.float_data_size() + proto.int32_data_size() + proto.int64_data_size() + proto.double_data_size() +
+                   proto.uint64_data_size() == 0,
+           ErrorCode::kInvalidModel, what, ": a string tensor holds numeric data fields");
+  ET_CHECK(static_cast<int64_t>(proto.string_data_size()) == numel, ErrorCode::kInvalidModel, what, ": holds ",
+           proto.string_data_size(), " strings but its shape ", ShapeToString(shape), " needs ", numel);
+  uint64_t bytes = 0;
+  for (const std::string& s : proto.string_data()) bytes += s.size();
+  ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": its strings hold ", bytes,
+           " bytes, more than the limit of ", kMaxTensorBytes);
+  Tensor t(DataType::kString, shape, what);
+  std::string* out = t.data<std::string>();
+  for (int64_t i = 0; i < numel; ++i) out[i] = proto.string_data(static_cast<int>(i));
+  return t;
+}
+
 }  // namespace
 
 Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base_dir, const std::string& what) {
   ET_CHECK(IsKnownDataType(proto.data_type()), ErrorCode::kNotImplemented, what, ": unsupported data type ",
            proto.data_type());
   DataType dtype = static_cast<DataType>(proto.data_type());
-  ET_CHECK(dtype != DataType::kString, ErrorCode::kNotImplemented, what, ": string tensors are not supported");
   Shape shape(proto.dims().begin(), proto.dims().end());
   for (int64_t d : shape)
     ET_CHECK(d >= 0, ErrorCode::kInvalidModel, what, ": negative dimension in shape ", ShapeToString(shape));
   int64_t numel = NumElements(shape);
+  if (dtype == DataType::kString) return StringTensorFromProto(proto, shape, numel, what);
   uint64_t bytes = static_cast<uint64_t>(numel) * DataTypeSize(dtype);
   ET_CHECK(numel == 0 || bytes / DataTypeSize(dtype) == static_cast<uint64_t>(numel), ErrorCode::kResourceExhausted,
            what, ": shape ", ShapeToString(shape), " overflows");
@@ -132,6 +153,11 @@ void TensorToProto(const Tensor& tensor, const std::string& name, onnxpb::Tensor
   proto->set_name(name);
   proto->set_data_type(static_cast<int32_t>(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto->add_dims(d);
+  if (tensor.dtype() == DataType::kString) {
+    const std::string* strings = tensor.data<std::string>();
+    for (int64_t i = 0; i < tensor.numel(); ++i) proto->add_string_data(strings[i]);
+    return;
+  }
   proto->set_raw_data(tensor.raw(), tensor.nbytes());
 }
 

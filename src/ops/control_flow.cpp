@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/string_tensor.hpp"
 #include "ir/scope.hpp"
+#include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/subgraph_gradient.hpp"
 
@@ -12,7 +14,7 @@ namespace {
 
 void CopyInto(KernelContext& ctx, size_t output, const Tensor& source) {
   Tensor& out = ctx.Output(output, source.shape(), source.dtype());
-  if (source.nbytes() && !out.SameData(source)) std::memcpy(out.raw(), source.raw(), source.nbytes());
+  CopyTensorData(source, out);
 }
 
 void Constant(KernelContext& ctx) {

@@ -9,6 +9,7 @@
 #include "ops/elementwise_util.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/string_ops.hpp"
 
 namespace edgetrain {
 namespace {
@@ -134,11 +135,12 @@ To ConvertValue(From value) {
 
 void CastInto(KernelContext& ctx, const Tensor& in, Tensor& out) {
   const std::string& what = ctx.node().Describe();
-  ET_CHECK(in.dtype() != DataType::kString && out.dtype() != DataType::kString, ErrorCode::kNotImplemented, what,
-           ": casting between string and ", DataTypeName(in.dtype() == DataType::kString ? out.dtype() : in.dtype()),
-           " is not supported");
+  if (in.dtype() == DataType::kString || out.dtype() == DataType::kString) {
+    CastStrings(in, out, what);
+    return;
+  }
   if (in.dtype() == out.dtype()) {
-    if (in.nbytes() && !in.SameData(out)) std::memcpy(out.raw(), in.raw(), in.nbytes());
+    CopyTensorData(in, out);
     return;
   }
   VisitAll(in.dtype(), what, [&](auto from_tag) {
@@ -191,6 +193,10 @@ void Comparison(KernelContext& ctx, Fn fn) {
   CheckSameType(ctx, a, b);
   Shape shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape()});
   Tensor& out = ctx.Output(0, shape, DataType::kBool);
+  if (a.dtype() == DataType::kString) {  // Equal only (OpKernelEntry::accepts_strings)
+    BroadcastBinary<std::string, std::string, bool>(ctx.threads(), a, b, out, fn);
+    return;
+  }
   VisitAll(a.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = TagType<decltype(tag)>;
     BroadcastBinary<T, T, bool>(ctx.threads(), a, b, out, fn);
@@ -401,15 +407,12 @@ void CastKernel(KernelContext& ctx) {
   ET_CHECK(to >= 0 && to <= std::numeric_limits<int32_t>::max() && IsKnownDataType(static_cast<int32_t>(to)),
            ErrorCode::kNotImplemented, what, ": target type ", to, " is not supported");
   Tensor x = ctx.Input(0);
-  ET_CHECK(x.dtype() != DataType::kString, ErrorCode::kNotImplemented, what, ": casting from string is not supported");
   CastInto(ctx, x, ctx.Output(0, x.shape(), static_cast<DataType>(to)));
 }
 
 void CastLikeKernel(KernelContext& ctx) {
   Tensor x = ctx.Input(0);
   const DataType target = ctx.Input(1).dtype();
-  ET_CHECK(x.dtype() != DataType::kString, ErrorCode::kNotImplemented, ctx.node().Describe(),
-           ": casting from string is not supported");
   CastInto(ctx, x, ctx.Output(0, x.shape(), target));
 }
 
@@ -595,6 +598,9 @@ void CastGradient(GradientContext& g) {
   const ValueInfo* in = g.Info(g.X(0));
   const bool from_float = !in || in->dtype == DataType::kUndefined || IsFloatType(in->dtype);
   DataType to = g.node().op_type == "CastLike" ? g.TypeOf(g.X(1)) : static_cast<DataType>(g.node().GetInt("to", 0));
+  ET_CHECK(to != DataType::kString && (!in || in->dtype != DataType::kString), ErrorCode::kInvalidModel,
+           g.node().Describe(), ": casts to or from a string tensor on the path from the loss to a trainable ",
+           "parameter; string tensors are not differentiable");
   if (from_float && IsFloatType(to)) g.SetGrad(0, g.Op("CastLike", {g.dY(0), g.X(0)}));
 }
 

@@ -1,5 +1,6 @@
 // The one explicit list of every operator family. A new family adds its Register function here.
 #include "ops/registry.hpp"
+#include "ops/string_ops.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -71,6 +72,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterVisionOps(r);
     RegisterLinalgSetOps(r);
     RegisterOptionalOps(r);
+    RegisterStringOps(r);  // ops/string_ops.hpp
     if constexpr (ops_config::kReduced) r.KeepConfigured();
     return r;
   }();
@@ -101,7 +103,7 @@ void KernelContext::SetOutputValue(size_t i, const RuntimeValue& value) {
     return;
   }
   Tensor& out = Output(i, value.tensor.shape(), value.tensor.dtype());
-  if (value.tensor.nbytes()) std::memcpy(out.raw(), value.tensor.raw(), value.tensor.nbytes());
+  CopyTensorData(value.tensor, out);
 }
 
 std::optional<Int64Vector> KernelContext::IntsFromInputOrAttr(size_t index, std::string_view attr) const {

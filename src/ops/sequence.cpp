@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/string_tensor.hpp"
 #include "ops/registry.hpp"
 
 namespace edgetrain {
@@ -64,7 +65,7 @@ void SequenceAt(KernelContext& ctx) {
   const int64_t position = NormalizePosition(ctx, PositionInput(ctx, 1), size, 0);
   const Tensor& element = sequence[static_cast<size_t>(position)];
   Tensor& out = ctx.Output(0, element.shape(), element.dtype());
-  if (!out.SameData(element) && element.nbytes() > 0) std::memcpy(out.raw(), element.raw(), element.nbytes());
+  CopyTensorData(element, out);
 }
 
 void SequenceInsert(KernelContext& ctx) {

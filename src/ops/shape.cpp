@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/string_tensor.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -16,9 +17,7 @@ namespace {
 
 const std::string& What(const KernelContext& ctx) { return ctx.node().Describe(); }
 
-void CopyWhole(const Tensor& from, Tensor& to) {
-  if (from.nbytes() != 0 && from.raw() != to.raw()) std::memcpy(to.raw(), from.raw(), from.nbytes());
-}
+void CopyWhole(const Tensor& from, Tensor& to) { CopyTensorData(from, to); }
 
 // Sorted, de-duplicated axes normalised against `rank`.
 std::vector<int64_t> NormalizeAxes(const KernelContext& ctx, const std::vector<int64_t>& axes, int64_t rank) {

@@ -1,4 +1,5 @@
 #include "runtime/session.hpp"
+#include "ops/string_ops.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -187,6 +188,7 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
   } memory(node);
   std::vector<Tensor> scratch(node.outputs.size());
   StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, scratch, memory, nullptr, 0, &graph);
+  RejectStringInputs(*entry, node, in_ptrs);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
   for (size_t i = 0; i < out_values.size(); ++i) {  // sequences and None are not constants
@@ -305,6 +307,7 @@ class GraphExecutor {
       Step& step = steps_[k];
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
                       step.memory, this, k, &graph_, &step.state);
+      RejectStringInputs(*step.kernel, *step.node, step.input_values);
       RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       for (size_t s : step.release) {
         Clear(values_[s]);
@@ -328,6 +331,7 @@ class GraphExecutor {
   Tensor AllocateOutput(size_t k, size_t i, const Shape& shape, DataType dtype) {
     const Step& step = steps_[k];
     const size_t slot = step.outputs[i];
+    if (dtype == DataType::kString) return Tensor(dtype, shape, step.node->outputs[i]);  // owns its strings: never planned
     if (CanWriteBound(k, slot, shape, dtype)) return Tensor::Borrow(dtype, shape, bound_[slot].raw());
     if (i == 0 && view_root_[slot] != slot) {  // a view of input 0's memory (the kernel's copy is skipped)
       const RuntimeValue& source = values_[step.inputs[0]];
