@@ -27,3 +27,4 @@ for variant in "${variants[@]}"; do
 done
 # The pthread worker is a classic script: CommonJS under Node.js although the package is an ES module.
 echo '{"type": "commonjs"}' > web/dist/package.json
+node web/tools/make_cjs.mjs   # web/dist/index.cjs: the CommonJS entry (Node.js 18 cannot require() an ES module)
