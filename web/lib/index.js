@@ -167,17 +167,11 @@ function liveHeapViews(mod) {
   }
 }
 
-// The emscripten glue of the pthreads module is also Node.js code that calls require(): give it one,
-// which records its worker threads, so that they can be unref'd (they would keep Node.js from exiting).
-async function nodeGlobalsForThreads(glue, workers) {
+// The emscripten glue of the pthreads module is also Node.js code that calls require(): give it one.
+async function nodeGlobalsForThreads(glue) {
   if (typeof globalThis.require === 'undefined') {
     const { createRequire } = await import('node:module');
-    const nodeRequire = createRequire(glue);
-    globalThis.require = (id) => {
-      const loaded = nodeRequire(id);
-      if (id !== 'worker_threads') return loaded;
-      return { ...loaded, Worker: class extends loaded.Worker { constructor(...a) { super(...a); workers.push(this); } } };
-    };
+    globalThis.require = createRequire(glue);
   }
   if (typeof globalThis.__dirname === 'undefined') {
     const { fileURLToPath } = await import('node:url');
@@ -194,14 +188,14 @@ async function loadModule() {
       if (reason && !reason.startsWith('automatic') && ['verbose', 'info', 'warning'].includes(env.logLevel)) console.warn(`edgetrain-web: ${reason}`);
       const name = threads > 1 ? 'edgetrain-mt' : 'edgetrain';
       const glue = distUrl(`${name}.mjs`);
-      const workers = [];
-      if (threads > 1 && isNode) await nodeGlobalsForThreads(glue, workers);
+      if (threads > 1 && isNode) await nodeGlobalsForThreads(glue);
       const factory = (await import(/* @vite-ignore */ glue.href)).default;
       const wasmBinary = await readUrl(distUrl(`${name}.wasm`));
       const mod = await factory({ wasmBinary, etPoolSize: threads - 1, mainScriptUrlOrBlob: glue.href,
         print: () => {}, printErr: () => {} });
       if (threads > 1) liveHeapViews(mod);
-      for (const worker of workers) worker.unref();
+      // Every worker thread exists once loaded (none is started later); idle, they must not keep Node.js running.
+      if (threads > 1 && isNode) for (const w of [...mod.PThread.unusedWorkers, ...mod.PThread.runningWorkers]) w.unref();
       runtime = { threaded: threads > 1, numThreads: threads, module: `${name}.wasm`, reason };
       return mod;
     })();
