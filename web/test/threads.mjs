@@ -47,10 +47,12 @@ const files = (dir) => ({ train: `${dir}/training_model.onnx`, eval: `${dir}/eva
 execFileSync(path.resolve(args.edgetrain), ['generate-artifacts', path.join(ROOT, 'models', 'lenet_bn.onnx'), '-o', path.join(work, 'cnn')]);
 // 1e-4 relative, as the single-threaded checks: threads change only how sums are split (the chunked
 // GEMM/convolution loops sum each output in one thread; reductions add chunk partials in another order),
-// float32 rounding of a few hundred terms per sum, far below 1e-4 after 5 steps.
+// float32 rounding of a few hundred terms per sum, far below 1e-4 after 5 steps. The parameter sum within
+// 1e-3: AdamW moves a parameter by about lr whatever the size of its gradient, so one whose gradient is
+// rounding noise (a dead ReLU's) can move +lr in one build and -lr in the other.
 const sets = [
-  { name: 'mlp', lr: 0.001, tolerance: 1e-4, files: files('mlp'), inputs: batch('mlp', [8, 1, 28, 28], 10, 42) },
-  { name: 'lenet_bn cnn', lr: 0.001, tolerance: 1e-4, files: files('work/cnn'), inputs: batch('cnn', [16, 1, 28, 28], 10, 7) },
+  { name: 'mlp', lr: 0.001, tolerance: 1e-4, paramTolerance: 1e-3, files: files('mlp'), inputs: batch('mlp', [8, 1, 28, 28], 10, 42) },
+  { name: 'lenet_bn cnn', lr: 0.001, tolerance: 1e-4, paramTolerance: 1e-3, files: files('work/cnn'), inputs: batch('cnn', [16, 1, 28, 28], 10, 7) },
 ];
 for (const set of sets) set.expected = native(set);
 

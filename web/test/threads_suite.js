@@ -49,7 +49,7 @@ export async function threadChecks(ort, read, config, log) {
       close(a, e.train_losses[k], set.tolerance)));
     if (e.eval_loss !== undefined) check(`${set.name}: eval loss ${r.eval_loss} vs native ${e.eval_loss}`, close(r.eval_loss, e.eval_loss, set.tolerance));
     check(`${set.name}: parameter sum ${r.param_sum_final_trainable} vs native ${e.param_sum_final_trainable}`,
-      close(r.param_sum_final_trainable, e.param_sum_final_trainable, set.tolerance));
+      close(r.param_sum_final_trainable, e.param_sum_final_trainable, set.paramTolerance));
   }
   return { checks, results, info };
 }
