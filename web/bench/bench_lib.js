@@ -41,11 +41,12 @@ async function timeOne(ort, read, set, steps) {
   }
 }
 
+// set.filesOf[package], when present: each package's own artifacts of the same forward model.
 export async function benchSet(packages, read, set, steps) {
   const row = {};
   for (const [name, ort] of Object.entries(packages)) {
     try {
-      row[name] = await timeOne(ort, read, set, steps);
+      row[name] = await timeOne(ort, read, set.filesOf ? { ...set, files: set.filesOf[name] } : set, steps);
     } catch (e) {
       row[name] = String((e && e.message) || e).split('\n')[0].slice(0, 120);
     }

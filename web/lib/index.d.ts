@@ -93,6 +93,10 @@ export declare const env: {
 
 export declare function version(): Promise<string>;
 
+/** The module that runs: the pthreads one (`edgetrain-mt.wasm`) or not, its threads, and why fewer. */
+export interface RuntimeInfo { threaded: boolean; numThreads: number; module: string; reason: string | null; }
+export declare function runtimeInfo(): Promise<RuntimeInfo>;
+
 /** Every failure of the C ABI, typed by its code; the message names the file, input or parameter. */
 export declare class EdgetrainError extends Error {
   readonly code: 'InvalidArgument' | 'InvalidModel' | 'NotImplemented' | 'OutOfRange' | 'IoError' |
@@ -107,5 +111,5 @@ export declare class ResourceExhaustedError extends EdgetrainError {}
 export declare class InternalError extends EdgetrainError {}
 
 declare const _default: { Tensor: typeof Tensor; TrainingSession: typeof TrainingSession; env: typeof env;
-  version: typeof version };
+  version: typeof version; runtimeInfo: typeof runtimeInfo };
 export default _default;

@@ -94,7 +94,11 @@ export class Tensor {
 
 export const env = {
   wasm: {
-    numThreads: 1,
+    // Threads, as in onnxruntime-web: 0 picks them (in a cross-origin isolated page min(4, half the
+    // cores), else 1), 1 is the single-threaded module, n > 1 the pthreads module with n threads. A page
+    // that is not cross-origin isolated has no SharedArrayBuffer: it falls back to 1 (runtimeInfo()
+    // says why). Read when the module loads (the first TrainingSession.create).
+    numThreads: 0,
     simd: true,
     // Where edgetrain.mjs/.wasm live: a URL prefix (string), or undefined for the package's dist/.
     wasmPaths: undefined,
@@ -103,7 +107,9 @@ export const env = {
   versions: { web: '0.1.0' },
 };
 
+const MAX_THREADS = 64;
 let modulePromise = null;
+let runtime = null;
 
 function distUrl(file) {
   if (typeof env.wasm.wasmPaths === 'string') return new URL(file, new URL(env.wasm.wasmPaths, isNode ? `file://${process.cwd()}/` : globalThis.location.href));
@@ -120,17 +126,88 @@ async function readUrl(url) {
   return new Uint8Array(await response.arrayBuffer());
 }
 
+// Which module env.wasm.numThreads asks for here: {threads, reason} (reason: why fewer than asked).
+function askedThreads() {
+  const asked = env.wasm.numThreads === undefined ? 0 : env.wasm.numThreads;
+  if (!Number.isInteger(asked) || asked < 0 || asked > MAX_THREADS) {
+    throw invalidArgument(`env.wasm.numThreads must be an integer from 0 (automatic) to ${MAX_THREADS}, not ${JSON.stringify(asked)}`);
+  }
+  return asked;
+}
+
+function chooseThreads() {
+  const asked = askedThreads();
+  const isolated = isNode || globalThis.crossOriginIsolated === true;
+  if (asked === 0) {
+    if (isNode || !isolated) return { threads: 1, reason: isNode ? 'automatic: Node.js' : 'automatic: the page is not cross-origin isolated' };
+    const cores = globalThis.navigator && navigator.hardwareConcurrency ? navigator.hardwareConcurrency : 1;
+    return { threads: Math.min(4, Math.ceil(cores / 2)), reason: null };
+  }
+  if (asked > 1 && typeof SharedArrayBuffer === 'undefined' || asked > 1 && !isolated) {
+    return { threads: 1, reason: `env.wasm.numThreads = ${asked}, but the page is not cross-origin isolated ` +
+      '(no SharedArrayBuffer; serve it with Cross-Origin-Opener-Policy: same-origin and ' +
+      'Cross-Origin-Embedder-Policy: require-corp): running single-threaded' };
+  }
+  return { threads: asked, reason: null };
+}
+
+// The pthreads module's memory is a growable SharedArrayBuffer: views are rebuilt when it has grown.
+function liveHeapViews(mod) {
+  const memory = mod.wasmMemory, views = {};
+  for (const [name, View] of [['HEAPU8', Uint8Array], ['HEAP32', Int32Array], ['HEAPU32', Uint32Array], ['HEAPF32', Float32Array]]) {
+    Object.defineProperty(mod, name, {
+      configurable: true,
+      get() {
+        const buffer = memory.buffer;
+        if (!views[name] || views[name].byteLength !== buffer.byteLength) views[name] = new View(buffer);
+        return views[name];
+      },
+      set() {},
+    });
+  }
+}
+
+// The emscripten glue of the pthreads module is also Node.js code that calls require(): give it one.
+async function nodeGlobalsForThreads(glue) {
+  if (typeof globalThis.require === 'undefined') {
+    const { createRequire } = await import('node:module');
+    globalThis.require = createRequire(glue);
+  }
+  if (typeof globalThis.__dirname === 'undefined') {
+    const { fileURLToPath } = await import('node:url');
+    globalThis.__filename = fileURLToPath(glue);
+    globalThis.__dirname = fileURLToPath(new URL('.', glue));
+  }
+}
+
 async function loadModule() {
+  askedThreads();  // a bad value rejects even once a module has loaded (a good one then changes nothing)
   if (!modulePromise) {
     modulePromise = (async () => {
-      const glue = distUrl('edgetrain.mjs');
+      const { threads, reason } = chooseThreads();
+      if (reason && !reason.startsWith('automatic') && ['verbose', 'info', 'warning'].includes(env.logLevel)) console.warn(`edgetrain-web: ${reason}`);
+      const name = threads > 1 ? 'edgetrain-mt' : 'edgetrain';
+      const glue = distUrl(`${name}.mjs`);
+      if (threads > 1 && isNode) await nodeGlobalsForThreads(glue);
       const factory = (await import(/* @vite-ignore */ glue.href)).default;
-      const wasmBinary = await readUrl(distUrl('edgetrain.wasm'));
-      return factory({ wasmBinary, print: () => {}, printErr: () => {} });
+      const wasmBinary = await readUrl(distUrl(`${name}.wasm`));
+      const mod = await factory({ wasmBinary, etPoolSize: threads - 1, mainScriptUrlOrBlob: glue.href,
+        print: () => {}, printErr: () => {} });
+      if (threads > 1) liveHeapViews(mod);
+      // Every worker thread exists once loaded (none is started later); idle, they must not keep Node.js running.
+      if (threads > 1 && isNode) for (const w of [...mod.PThread.unusedWorkers, ...mod.PThread.runningWorkers]) w.unref();
+      runtime = { threaded: threads > 1, numThreads: threads, module: `${name}.wasm`, reason };
+      return mod;
     })();
     modulePromise.catch(() => { modulePromise = null; });
   }
   return modulePromise;
+}
+
+// Which module runs: {threaded, numThreads, module, reason} (reason: why single-threaded, or null).
+export async function runtimeInfo() {
+  await loadModule();
+  return { ...runtime };
 }
 
 // Checkpoints and models: bytes, a path (Node.js) or a URL (fetched).
@@ -153,6 +230,15 @@ async function readSource(source, what) {
     }
   }
   throw invalidArgument(`${what} must be a Uint8Array, an ArrayBuffer, a path or a URL`);
+}
+
+// A session's threads: intraOpNumThreads (a positive integer; at most the module's threads) or all.
+function sessionThreads(asked) {
+  if (asked === undefined) return runtime.numThreads;
+  if (!Number.isInteger(asked) || asked < 1 || asked > MAX_THREADS) {
+    throw invalidArgument(`sessionOptions.intraOpNumThreads must be an integer from 1 to ${MAX_THREADS}, not ${JSON.stringify(asked)}`);
+  }
+  return Math.min(asked, runtime.numThreads);
 }
 
 // ---- calls into the C ABI ----
@@ -342,8 +428,7 @@ export class TrainingSession {
       try {
         const options = alloc(32);
         m._et_session_options_init(options);
-        const threads = sessionOptions.intraOpNumThreads || env.wasm.numThreads || 1;
-        m.HEAP32[options >> 2] = Math.max(1, threads | 0);
+        m.HEAP32[options >> 2] = sessionThreads(sessionOptions.intraOpNumThreads);
         if (sessionOptions.seed !== undefined) {
           m.HEAPU32[(options >> 2) + 2] = Number(BigInt(sessionOptions.seed) & 0xffffffffn);
           m.HEAPU32[(options >> 2) + 3] = Number(BigInt(sessionOptions.seed) >> 32n);
@@ -535,4 +620,4 @@ export async function version() {
   return m.UTF8ToString(m._et_version());
 }
 
-export default { Tensor, TrainingSession, env, version };
+export default { Tensor, TrainingSession, env, version, runtimeInfo };

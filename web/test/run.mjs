@@ -149,8 +149,11 @@ if (!args.browser) {
     const ref = JSON.parse(fs.readFileSync(path.join(sets, name, 'reference.json'), 'utf8'));
     let ours = {};
     try {
-      execFileSync(process.execPath, [path.join(sets, '..', 'peers', 'ort_train_reference.js'), copy, '--batch', String(ref.batch_size),
-        '--ort', path.join(WEB, 'lib', 'index.js'), '--out', 'ours.json'], { encoding: 'utf8', stdio: 'pipe' });
+      // require() of the package directory: its CommonJS entry (dist/index.cjs), so also on Node.js 18;
+      // where Node.js could require() an ES module, that is turned off to check the same.
+      const noRequireEsm = process.allowedNodeEnvironmentFlags.has('--no-experimental-require-module') ? ['--no-experimental-require-module'] : [];
+      execFileSync(process.execPath, [...noRequireEsm, path.join(sets, '..', 'peers', 'ort_train_reference.js'), copy, '--batch', String(ref.batch_size),
+        '--ort', WEB, '--out', 'ours.json'], { encoding: 'utf8', stdio: 'pipe' });
       ours = JSON.parse(fs.readFileSync(path.join(copy, 'ours.json'), 'utf8'));
     } catch (e) {
       ours = { error: String(e.stderr || e.message).slice(-500) };

@@ -40,4 +40,13 @@ async function misuse(session: ort.TrainingSession): Promise<void> {
   await session.loadParametersBuffer([1, 2, 3], true);
 }
 
-export { trainOneBatch, isTyped, misuse };
+// The pthreads module when the page is cross-origin isolated: which one runs, and why not.
+async function threads(): Promise<string> {
+  ort.env.wasm.numThreads = 4;
+  const info: ort.RuntimeInfo = await ort.runtimeInfo();
+  // @ts-expect-error: runtimeInfo is read-only information, not a setting
+  info.threaded = 'yes';
+  return info.threaded ? `${info.numThreads} threads` : info.reason ?? '';
+}
+
+export { trainOneBatch, isTyped, misuse, threads };
