@@ -127,7 +127,11 @@ Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Ar
     call.owned_bytes += AlignedBytes(desc.get_size());
     return call.owned.emplace_back(desc, engine, nullptr);
   };
-  for (const auto& [id, kept] : internal) main.args.push_back({id, own(kept.get_desc()).get()});
+  for (const auto& [id, kept] : internal) {  // the same object in a chained call: one place (see Chain)
+    call.owned_offsets.push_back(call.owned_bytes);
+    call.owned_bytes += AlignedBytes(kept.get_desc().get_size());
+    main.args.push_back({id, call.owned.emplace_back(kept).get()});
+  }
   for (const Arg& arg : args) {
     const memory& tensor = call.tensors.emplace_back(arg.id, memory(arg.tensor, engine, nullptr)).second;
     const memory::desc chosen = pd.query_md(dnnl::query::exec_arg_md, arg.id);
@@ -168,7 +172,13 @@ void Chain(Call& call, Call next) {
                     std::make_move_iterator(next.steps.end()));
   call.tensors.insert(call.tensors.end(), next.tensors.begin(), next.tensors.end());
   call.owned.insert(call.owned.end(), next.owned.begin(), next.owned.end());
-  for (size_t offset : next.owned_offsets) call.owned_offsets.push_back(call.owned_bytes + offset);
+  const size_t shift = call.owned_bytes;
+  for (size_t i = 0; i < next.owned.size(); ++i) {
+    size_t offset = shift + next.owned_offsets[i];
+    for (size_t j = 0; j < call.owned.size() - next.owned.size(); ++j)
+      if (call.owned[j].get() == next.owned[i].get()) offset = call.owned_offsets[j];  // memory both calls share
+    call.owned_offsets.push_back(offset);
+  }
   call.owned_bytes += next.owned_bytes;
   call.scratchpad_bytes = std::max(call.scratchpad_bytes, next.scratchpad_bytes);
   call.reference = call.reference || next.reference;
@@ -256,7 +266,7 @@ Call MakeCall(const Request& r, bool channels_last) {
       }
       // The pooling reads the Conv's output in the Conv's layout; only the pooled tensor is reordered.
       const dnnl::convolution_forward::primitive_desc conv(forward, attr, engine);
-      const memory conv_out(conv.dst_desc(), engine);
+      const memory conv_out(conv.dst_desc(), engine, nullptr);  // placed in the scratch buffer by Run
       const PoolGeometry& p = *r.pool;
       memory::dims pad_end(p.output.size());  // the padding oneDNN needs for exactly p.output windows
       for (size_t d = 0; d < pad_end.size(); ++d)
