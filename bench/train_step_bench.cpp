@@ -4,6 +4,7 @@
 // exit status 1 on failure).
 //   train_step_bench generate MODEL.onnx OUT_DIR [--batch B]
 //   train_step_bench train DIR [--threads T] [--batch B] [--input NAME=DTYPE:D0,D1:FILE]... [--create-repeats R]
+//                          [--memory-budget BYTES]
 //   train_step_bench infer MODEL.onnx [--threads T] [--batch B]
 //   train_step_bench sgemm [--batch B]
 //   train_step_bench resave-checkpoint IN OUT
@@ -106,6 +107,7 @@ struct Args {
   int threads = 1, batch = 64, create_repeats = 5;
   int warmup = 3, min_steps = 20, max_steps = 200;
   double budget_s = 4.0;
+  int64_t memory_budget = 0;  // train: TrainingSessionOptions::memory_budget_bytes (0: none)
 };
 
 double ParseNumber(const std::string& option, const std::string& text) {
@@ -134,6 +136,8 @@ Args ParseArgs(int argc, char** argv) {
     std::string value = argv[++i];
     if (auto it = int_options.find(arg); it != int_options.end()) {
       *it->second = static_cast<int>(ParseNumber(arg, value));
+    } else if (arg == "--memory-budget") {
+      a.memory_budget = static_cast<int64_t>(ParseNumber(arg, value));
     } else if (arg == "--budget-s") {
       a.budget_s = ParseNumber(arg, value);
     } else if (arg == "--input") {
@@ -263,9 +267,10 @@ ArtifactFiles FindArtifacts(const std::string& dir) {
   return f;
 }
 
-TrainingSession CreateSession(const ArtifactFiles& f, int threads) {
-  return TrainingSession(CheckpointState::Load(f.checkpoint), f.training, f.eval, f.optimizer,
-                         TrainingSessionOptions{threads});
+TrainingSession CreateSession(const ArtifactFiles& f, int threads, int64_t memory_budget = 0) {
+  TrainingSessionOptions options{.num_threads = threads};
+  if (memory_budget > 0) options.memory_budget_bytes = memory_budget;
+  return TrainingSession(CheckpointState::Load(f.checkpoint), f.training, f.eval, f.optimizer, options);
 }
 
 #if !EDGETRAIN_BENCH_DEVICE_ONLY
@@ -318,7 +323,7 @@ std::string Train(const Args& a) {
   for (int i = 0; i < std::max(1, a.create_repeats); ++i) {
     session.reset();
     Clock::time_point start = Clock::now();
-    session.emplace(CreateSession(files, a.threads));
+    session.emplace(CreateSession(files, a.threads, a.memory_budget));
     create_ms.push_back(MillisecondsSince(start));
   }
   std::vector<Tensor> inputs = Inputs(session->TrainingInputInfos(), a);
@@ -338,7 +343,9 @@ std::string Train(const Args& a) {
       .Add("create_median_ms", Median(create_ms))
       .Add("first_loss", losses.front())
       .Add("last_loss", losses.back())
-      .Add("optimizer_steps", static_cast<double>(session->optimizer_step()));
+      .Add("optimizer_steps", static_cast<double>(session->optimizer_step()))
+      .Add("training_arena_bytes", static_cast<double>(session->training_arena_bytes()))
+      .Add("recomputed_values", static_cast<double>(session->recomputed_values()));
   return json.str();
 }
 

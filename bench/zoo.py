@@ -85,7 +85,7 @@ def make_model(name):
     torch.manual_seed(0)
     model = getattr(tvm, ZOO[name][0])(num_classes=CLASSES)
     for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
+        if isinstance(m, (torch.nn.Dropout, tvm.efficientnet.StochasticDepth)):
             m.p = 0.0
     return model.train()
 

@@ -570,6 +570,76 @@ TEST(MemoryLimit, InferenceSessionChecksItsInitializersAndItsPlan) {
             out.at(0).ToVector<float>());
 }
 
+// ---- memory budget (gradient checkpointing) ----
+
+namespace {
+TrainingSession OpenBudgeted(const ArtifactDir& a, int64_t budget) {
+  return TrainingSession(CheckpointState::Load(a.checkpoint().string()), a.training().string(), a.eval().string(),
+                         a.optimizer().string(), TrainingSessionOptions{.memory_budget_bytes = budget});
+}
+
+// The loss and every gradient of `steps` steps (with optimizer steps between), in order.
+std::vector<std::vector<float>> LossesAndGradients(TrainingSession& s, int steps) {
+  std::vector<std::vector<float>> out;
+  for (int i = 0; i < steps; ++i) {
+    out.push_back(s.TrainStep(ImageBatch(16, 40 + i)).at(0).ToVector<float>());
+    for (const std::string& name : s.state().ParameterNames())
+      if (s.state().IsTrainable(name)) out.push_back(s.GetGradient(name).ToVector<float>());
+    s.OptimizerStep();
+    s.LazyResetGrad();
+  }
+  return out;
+}
+}  // namespace
+
+TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
+  const ArtifactDir& a = LeNetBn();
+  TrainingSession free = Open(a);
+  const std::vector<std::vector<float>> expected = LossesAndGradients(free, 3);
+  const uint64_t unconstrained = free.training_arena_bytes();
+  ASSERT_GT(unconstrained, 0u);
+  EXPECT_EQ(free.recomputed_values(), 0u);
+
+  const uint64_t budget = unconstrained * 4 / 5;  // LeNet-BN's smallest plan is 3/4 of its arena
+  TrainingSession half = OpenBudgeted(a, static_cast<int64_t>(budget));
+  EXPECT_EQ(LossesAndGradients(half, 3), expected);
+  EXPECT_LE(half.training_arena_bytes(), budget);
+  EXPECT_GT(half.recomputed_values(), 0u);
+  EXPECT_EQ(Parameters(half), Parameters(free));
+}
+
+TEST(MemoryBudget, ZeroOrNegativeBudgetIsRefusedAtCreation) {
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{-4096}})
+    EXPECT_ERROR(OpenBudgeted(LeNetBn(), bad), ErrorCode::kInvalidArgument,
+                 "memory_budget_bytes must be a positive number of bytes, got " + std::to_string(bad));
+}
+
+TEST(MemoryBudget, TooSmallBudgetNamesTheSmallestThatFitsAndThatOneTrains) {
+  const ArtifactDir& a = LeNetBn();
+  TrainingSession tiny = OpenBudgeted(a, 1024);
+  const std::vector<float> before = Parameters(tiny);
+  std::string message;
+  try {
+    tiny.TrainStep(ImageBatch(16, 40));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    message = e.what();
+  }
+  EXPECT_NE(message.find("the memory budget of 1024 bytes cannot be met"), std::string::npos) << message;
+  const std::string marker = "a budget of at least ";
+  const size_t at = message.find(marker);
+  ASSERT_NE(at, std::string::npos) << message;
+  const int64_t smallest = std::stoll(message.substr(at + marker.size()));
+  EXPECT_EQ(Parameters(tiny), before);
+
+  TrainingSession free = Open(a);
+  const std::vector<std::vector<float>> expected = LossesAndGradients(free, 1);
+  EXPECT_LT(static_cast<uint64_t>(smallest), free.training_arena_bytes());
+  TrainingSession tight = OpenBudgeted(a, smallest);
+  EXPECT_EQ(LossesAndGradients(tight, 1), expected);
+  EXPECT_EQ(tight.training_arena_bytes(), static_cast<uint64_t>(smallest));
+}
+
 // ---- counts bounded before allocation ----
 
 namespace {

@@ -23,6 +23,8 @@ using dnnl::memory;
 
 enum class Pass : int64_t { kForward, kBackwardData, kBackwardWeights, kTransposeForward, kForwardReluMaxPool };
 
+size_t AlignedBytes(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 // One primitive execution and its arguments.
 struct Step {
   dnnl::primitive primitive;
@@ -34,8 +36,12 @@ struct Step {
 struct Call {
   std::vector<Step> steps;
   std::vector<std::pair<int, memory>> tensors;  // the caller's tensors by argument, ONNX layouts
-  std::vector<memory> owned;                    // the primitive's own layouts, allocated once
-  memory scratchpad;                            // shared by the steps, which run one after another
+  // The primitive's own layouts: bound on each run to owned_offsets in this thread's scratch buffer,
+  // since no pass reads them after it returns (kept per Call, they held a copy of every activation).
+  std::vector<memory> owned;
+  std::vector<size_t> owned_offsets;
+  size_t owned_bytes = 0;
+  memory scratchpad;  // shared by the steps, which run one after another; after the owned layouts
   size_t scratchpad_bytes = 0;
   bool refused = false;    // oneDNN has no implementation for this configuration
   bool reference = false;  // oneDNN's implementation is its slow reference code
@@ -116,7 +122,16 @@ Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Ar
   Step main{Primitive(pd), {}};
   call.owned.reserve(args.size() + internal.size());  // Pending points into both vectors
   call.tensors.reserve(args.size());
-  for (const auto& [id, kept] : internal) main.args.push_back({id, call.owned.emplace_back(kept).get()});
+  auto own = [&](const memory::desc& desc) -> const memory& {
+    call.owned_offsets.push_back(call.owned_bytes);
+    call.owned_bytes += AlignedBytes(desc.get_size());
+    return call.owned.emplace_back(desc, engine, nullptr);
+  };
+  for (const auto& [id, kept] : internal) {  // the same object in a chained call: one place (see Chain)
+    call.owned_offsets.push_back(call.owned_bytes);
+    call.owned_bytes += AlignedBytes(kept.get_desc().get_size());
+    main.args.push_back({id, call.owned.emplace_back(kept).get()});
+  }
   for (const Arg& arg : args) {
     const memory& tensor = call.tensors.emplace_back(arg.id, memory(arg.tensor, engine, nullptr)).second;
     const memory::desc chosen = pd.query_md(dnnl::query::exec_arg_md, arg.id);
@@ -124,12 +139,12 @@ Call Assemble(const typename Primitive::primitive_desc& pd, const std::vector<Ar
       main.args.push_back({arg.id, tensor.get()});
       continue;
     }
-    const memory& own = call.owned.emplace_back(chosen, engine);
-    main.args.push_back({arg.id, own.get()});
+    const memory& owned = own(chosen);
+    main.args.push_back({arg.id, owned.get()});
     if (arg.output) {
-      after.push_back({dnnl::reorder::primitive_desc(engine, chosen, engine, arg.tensor, attr), &own, &tensor});
+      after.push_back({dnnl::reorder::primitive_desc(engine, chosen, engine, arg.tensor, attr), &owned, &tensor});
     } else {
-      before.push_back({dnnl::reorder::primitive_desc(engine, arg.tensor, engine, chosen, attr), &tensor, &own});
+      before.push_back({dnnl::reorder::primitive_desc(engine, arg.tensor, engine, chosen, attr), &tensor, &owned});
     }
   }
   for (const auto* list : {&before, &after})
@@ -157,6 +172,14 @@ void Chain(Call& call, Call next) {
                     std::make_move_iterator(next.steps.end()));
   call.tensors.insert(call.tensors.end(), next.tensors.begin(), next.tensors.end());
   call.owned.insert(call.owned.end(), next.owned.begin(), next.owned.end());
+  const size_t shift = call.owned_bytes;
+  for (size_t i = 0; i < next.owned.size(); ++i) {
+    size_t offset = shift + next.owned_offsets[i];
+    for (size_t j = 0; j < call.owned.size() - next.owned.size(); ++j)
+      if (call.owned[j].get() == next.owned[i].get()) offset = call.owned_offsets[j];  // memory both calls share
+    call.owned_offsets.push_back(offset);
+  }
+  call.owned_bytes += next.owned_bytes;
   call.scratchpad_bytes = std::max(call.scratchpad_bytes, next.scratchpad_bytes);
   call.reference = call.reference || next.reference;
   call.scratchpad = memory(
@@ -243,7 +266,7 @@ Call MakeCall(const Request& r, bool channels_last) {
       }
       // The pooling reads the Conv's output in the Conv's layout; only the pooled tensor is reordered.
       const dnnl::convolution_forward::primitive_desc conv(forward, attr, engine);
-      const memory conv_out(conv.dst_desc(), engine);
+      const memory conv_out(conv.dst_desc(), engine, nullptr);  // placed in the scratch buffer by Run
       const PoolGeometry& p = *r.pool;
       memory::dims pad_end(p.output.size());  // the padding oneDNN needs for exactly p.output windows
       for (size_t d = 0; d < pad_end.size(); ++d)
@@ -344,7 +367,9 @@ bool Run(Call& call, std::initializer_list<ArgData> data) {
     for (auto& [id, tensor] : call.tensors)
       if (id == d.arg) tensor.set_data_handle(const_cast<void*>(d.data));
   }
-  call.scratchpad.set_data_handle(dnnl_util::ScratchpadBuffer(call.scratchpad_bytes));
+  auto* buffer = static_cast<uint8_t*>(dnnl_util::ScratchpadBuffer(call.owned_bytes + call.scratchpad_bytes));
+  for (size_t i = 0; i < call.owned.size(); ++i) call.owned[i].set_data_handle(buffer + call.owned_offsets[i]);
+  call.scratchpad.set_data_handle(buffer + call.owned_bytes);
   dnnl::stream& stream = dnnl_util::CpuStream();
   for (const Step& step : call.steps)
     if (dnnl_primitive_execute(step.primitive.get(), stream.get(), static_cast<int>(step.args.size()),

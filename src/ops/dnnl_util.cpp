@@ -17,9 +17,14 @@ dnnl::stream& CpuStream() {
 }
 
 void* ScratchpadBuffer(size_t bytes) {
+  constexpr size_t kAlignment = 64;
   thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
+  if (buffer.size() < bytes + kAlignment) {
+    buffer = {};  // freed before the larger one is allocated
+    buffer.resize(bytes + kAlignment);
+  }
+  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + (kAlignment - address % kAlignment) % kAlignment;
 }
 
 bool Execute(BoundPrimitive& bound, std::initializer_list<ArgData> data, int threads) {

@@ -568,9 +568,11 @@ void WhereGradient(GradientContext& g) {
   if (g.NeedsGrad(2)) g.SetGrad(2, g.Op("Where", {g.X(0), zero, g.dY(0)}), true);
 }
 
-// dX = dY where min < x < max, 0 elsewhere; the bounds get no gradient.
+// dX = dY where min < x < max, 0 elsewhere; the bounds get no gradient. Read from y (min < y < max
+// exactly where min < x < max), which the next layer keeps anyway, so that x need not be kept.
 void ClipGradient(GradientContext& g) {
   const std::string& x = g.X(0);
+  const std::string& y = g.Y(0);
   std::string low, high;
   if (g.opset() < 11) {
     if (g.node().HasAttr("min")) low = g.ScalarLike(g.node().GetFloat("min", 0), x);
@@ -583,8 +585,8 @@ void ClipGradient(GradientContext& g) {
   auto require = [&](const std::string& condition) {
     inside = inside.empty() ? condition : g.Op("And", {inside, condition});
   };
-  if (!low.empty()) require(g.Op("Greater", {x, low}));
-  if (!high.empty()) require(g.Op("Less", {x, high}));
+  if (!low.empty()) require(g.Op("Greater", {y, low}));
+  if (!high.empty()) require(g.Op("Less", {y, high}));
   if (inside.empty()) {
     g.SetGrad(0, g.dY(0));
     return;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <numeric>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -399,6 +401,15 @@ class GraphExecutor {
 
   size_t arena_bytes() const { return plan_valid_ ? planned_peak_ : 0; }
 
+  // The arena of the next plans must fit `budget` bytes (0: no budget). The measuring run recomputes
+  // the forward values whose recomputation keeps nothing else alive.
+  void SetArenaBudget(uint64_t budget) {
+    budget_ = budget;
+    plan_valid_ = false;
+    Compile(budget == 0 || !plan_memory_ ? std::vector<Recompute>{} : Insertions(Choose(true)));
+  }
+  size_t recomputed_values() const { return recompute_.size(); }
+
   void SetMemoryLimit(uint64_t limit, uint64_t held) {
     limit_ = limit;
     held_bytes_ = held;
@@ -457,10 +468,25 @@ class GraphExecutor {
     return it->second;
   }
 
-  void Compile() {
+  // A forward value computed again just before its first use in the backward pass, instead of kept.
+  struct Recompute {
+    size_t value;     // its slot
+    size_t producer;  // the original position of the node that makes it (as its output 0)
+    size_t insert;    // the original position of the step that the recomputation runs before
+  };
+
+  void Compile(const std::vector<Recompute>& recompute = {}) {
     std::vector<std::string> outer;
     if (parent_) outer = parent_->VisibleNames();
-    else ValidateGraph(graph_, model_.source, outer, 0);
+    else if (steps_.empty()) ValidateGraph(graph_, model_.source, outer, 0);
+    const std::vector<Tensor> bound = std::move(bound_);
+    const std::vector<bool> overwritable = std::move(overwritable_);
+    slot_of_.clear();
+    values_.clear();
+    initializer_values_.clear();
+    outer_slots_.clear();
+    steps_.clear();
+    input_slots_.clear();
     std::vector<size_t> order = TopologicalOrder(graph_, outer);
     std::unordered_set<std::string> read;  // values some node (or subgraph node) or graph output reads
     for (const auto& o : graph_.outputs) read.insert(o.name);
@@ -491,6 +517,10 @@ class GraphExecutor {
         step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
       steps_.push_back(std::move(step));
     }
+    base_slots_ = values_.size();
+    if (base_.empty()) IndexOriginalSteps();
+    if (!recompute.empty()) InsertRecomputation(recompute);
+    recompute_ = recompute;
     // Outer-scope names read inside nested subgraphs must be visible through Lookup.
     pinned_.assign(values_.size(), false);
     for (const auto& [slot, t] : initializer_values_) pinned_[slot] = true;
@@ -525,8 +555,11 @@ class GraphExecutor {
     planned_bytes_.assign(values_.size(), 0);
     planned_offset_.assign(values_.size(), -1);
     define_step_.assign(values_.size(), -1);
-    bound_.assign(values_.size(), Tensor());
-    overwritable_.assign(values_.size(), false);
+    bound_ = bound;
+    bound_.resize(values_.size());
+    overwritable_ = overwritable;
+    overwritable_.resize(values_.size(), false);
+    live_by_slot_.assign(values_.size(), 0);
     is_initializer_.assign(values_.size(), false);
     for (const auto& [slot, tensor] : initializer_values_) {
       is_initializer_[slot] = true;
@@ -576,6 +609,21 @@ class GraphExecutor {
   // Greedy placement by size: each value gets the lowest 64-byte-aligned offset that does not
   // overlap any already placed value whose lifetime [define, last use] intersects its own.
   void BuildPlan() {
+    uint64_t peak = budget_ != 0 ? PlanWithinBudget() : Place();
+    CheckMemoryLimit(peak, "the memory plan's arena");
+    arena_ = Tensor();
+#if defined(__GLIBC__)
+    // The first run's tensors, freed by now, go back to the system before the arena replaces them.
+    malloc_trim(0);
+#endif
+    arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
+    planned_peak_ = peak;
+    plan_signature_ = signature_;
+    plan_valid_ = true;
+  }
+
+  // Places every planned value (planned_offset_) and returns the arena's size.
+  uint64_t Place() {
     std::vector<size_t> order;
     for (size_t s = 0; s < values_.size(); ++s)
       if (define_step_[s] >= 0 && planned_bytes_[s] > 0) order.push_back(s);
@@ -601,16 +649,305 @@ class GraphExecutor {
       placed.push_back(s);
     }
     CheckPlan(placed, peak);
-    CheckMemoryLimit(peak, "the memory plan's arena");
-    arena_ = Tensor();
-#if defined(__GLIBC__)
-    // The first run's tensors, freed by now, go back to the system before the arena replaces them.
-    malloc_trim(0);
-#endif
-    arena_ = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<uint64_t>(peak, 1))}, "memory arena");
-    planned_peak_ = peak;
-    plan_signature_ = signature_;
-    plan_valid_ = true;
+    return peak;
+  }
+
+  // ---- gradient checkpointing under an arena budget ----
+
+  // The steps in their original order and where the forward pass ends: after the last node that the
+  // first graph output (the loss) depends on.
+  void IndexOriginalSteps() {
+    base_.clear();
+    for (const Step& step : steps_) base_.push_back({step.node, step.kernel, step.opset, step.inputs, step.outputs});
+    forward_end_ = 0;
+    for (const Step& step : steps_)
+      if (HasSubgraph(*step.node)) return;  // subgraphs read values by name: nothing is recomputed
+    if (graph_.outputs.empty() || !slot_of_.count(graph_.outputs[0].name)) return;
+    std::vector<size_t> producer(values_.size(), kNoSlot);
+    for (size_t p = 0; p < base_.size(); ++p)
+      for (size_t o : base_[p].outputs)
+        if (o != kNoSlot) producer[o] = p;
+    std::vector<bool> seen(values_.size(), false);
+    std::vector<size_t> stack{slot_of_.at(graph_.outputs[0].name)};
+    while (!stack.empty()) {
+      const size_t v = stack.back();
+      stack.pop_back();
+      if (v == kNoSlot || seen[v] || producer[v] == kNoSlot) continue;
+      seen[v] = true;
+      forward_end_ = std::max(forward_end_, producer[v] + 1);
+      for (size_t u : base_[producer[v]].inputs) stack.push_back(u);
+    }
+  }
+
+  // Steps in original order, with each recomputation before the original step at its `insert`;
+  // from the end of the forward pass on, readers of a recomputed value read the recomputed copy.
+  void InsertRecomputation(const std::vector<Recompute>& list) {
+    std::vector<size_t> clone(values_.size(), kNoSlot);
+    for (const Recompute& r : list) clone[r.value] = AddSlot(base_[r.producer].node->outputs[0] + "\x1frecomputed");
+    clone.resize(values_.size(), kNoSlot);
+    auto mapped = [&](std::vector<size_t> slots) {
+      for (size_t& s : slots)
+        if (s != kNoSlot && clone[s] != kNoSlot) s = clone[s];
+      return slots;
+    };
+    std::vector<Step> steps;
+    size_t next = 0;
+    for (size_t p = 0; p < steps_.size(); ++p) {
+      for (; next < list.size() && list[next].insert == p; ++next) {
+        const BaseStep& original = base_[list[next].producer];
+        Step again;
+        again.node = original.node;
+        again.kernel = original.kernel;
+        again.opset = original.opset;
+        again.inputs = mapped(original.inputs);
+        again.outputs.assign(original.outputs.size(), kNoSlot);  // only the value; the rest to scratch
+        again.outputs[0] = clone[list[next].value];
+        steps.push_back(std::move(again));
+      }
+      if (p >= forward_end_) steps_[p].inputs = mapped(steps_[p].inputs);
+      steps.push_back(std::move(steps_[p]));
+    }
+    steps_ = std::move(steps);
+  }
+
+  struct Candidate {
+    size_t value, producer, first_late_use;
+  };
+  // Forward values that a deterministic, recomputable node makes; neither views nor viewed, pinned or
+  // (unless `any_size`) of unknown size.
+  std::vector<Candidate> Candidates(bool any_size) const {
+    static const std::unordered_set<std::string> kRecomputable = {
+        "Conv", "BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+        "Add", "Sub", "Mul", "Div", "Gelu", "Softplus", "Elu", "Erf", "MaxPool", "AveragePool", "GlobalAveragePool",
+        "MatMul", "Gemm", "LayerNormalization", "Softmax", "Transpose", "Concat"};
+    std::vector<size_t> first_late(base_slots_, kNoSlot);
+    for (size_t p = forward_end_; p < base_.size(); ++p)
+      for (size_t u : base_[p].inputs)
+        if (u != kNoSlot && first_late[u] == kNoSlot) first_late[u] = p;
+    std::vector<bool> aliased(base_slots_, false);
+    for (const BaseStep& b : base_)
+      if (b.kernel->output_views_input && !b.inputs.empty() && !b.outputs.empty() && b.inputs[0] != kNoSlot &&
+          b.outputs[0] != kNoSlot)
+        aliased[b.inputs[0]] = aliased[b.outputs[0]] = true;
+    std::vector<Candidate> found;
+    for (size_t p = 0; p < forward_end_; ++p) {
+      const BaseStep& b = base_[p];
+      if (b.outputs.empty() || b.outputs[0] == kNoSlot || !b.kernel->domain.empty() || !b.kernel->deterministic ||
+          b.kernel->in_place || !kRecomputable.count(b.kernel->op_type))
+        continue;
+      const size_t v = b.outputs[0];
+      // Values that the backward pass does not read (first_late_use kNoSlot) are recomputed only on the
+      // way to one that it reads.
+      if (pinned_[v] || aliased[v] || (!any_size && measured_[v] == 0)) continue;
+      bool overwritable_input = false;
+      for (size_t u : b.inputs) overwritable_input = overwritable_input || (u != kNoSlot && overwritable_[u]);
+      if (!overwritable_input) found.push_back({v, p, first_late[v]});
+    }
+    return found;
+  }
+
+  // Where each chosen value is recomputed: before its first backward reader, and before the
+  // recomputation of any chosen value that reads it.
+  std::vector<Recompute> Insertions(const std::vector<Candidate>& chosen) const {
+    std::vector<size_t> at(base_slots_, kNoSlot);
+    std::vector<bool> in(base_slots_, false);
+    std::vector<const Candidate*> by_producer;
+    for (const Candidate& c : chosen) {
+      at[c.value] = c.first_late_use;
+      in[c.value] = true;
+      by_producer.push_back(&c);
+    }
+    std::sort(by_producer.begin(), by_producer.end(), [](auto* a, auto* b) { return a->producer > b->producer; });
+    for (const Candidate* c : by_producer)
+      for (size_t u : base_[c->producer].inputs)
+        if (u != kNoSlot && in[u]) at[u] = std::min(at[u], at[c->value]);
+    std::vector<Recompute> list;
+    for (const Candidate& c : chosen) list.push_back({c.value, c.producer, at[c.value]});
+    std::sort(list.begin(), list.end(),
+              [](const Recompute& a, const Recompute& b) { return std::tie(a.insert, a.producer) < std::tie(b.insert, b.producer); });
+    return list;
+  }
+
+  // The intermediate bytes alive at once after each step of the order `list` makes (measured sizes).
+  struct Profile {
+    uint64_t peak = 0;
+    int64_t at = 0;
+    std::vector<int64_t> define, last;
+  };
+  Profile Simulate(const std::vector<Recompute>& list) const {
+    const size_t slots = base_slots_ + list.size();
+    std::vector<size_t> clone(base_slots_, kNoSlot);
+    std::vector<uint64_t> bytes(measured_.begin(), measured_.end());
+    for (size_t i = 0; i < list.size(); ++i) {
+      clone[list[i].value] = base_slots_ + i;
+      bytes.push_back(measured_[list[i].value]);
+    }
+    Profile profile;
+    profile.define.assign(slots, -1);
+    profile.last.assign(slots, -1);
+    std::vector<size_t> root(slots);
+    for (size_t s = 0; s < slots; ++s) root[s] = s;
+    int64_t k = 0;
+    auto visit = [&](const BaseStep& b, bool late, size_t only_output) {
+      for (size_t s : b.inputs) {
+        if (s != kNoSlot && late && clone[s] != kNoSlot) s = clone[s];
+        if (s != kNoSlot) profile.last[s] = k;
+      }
+      std::vector<size_t> outputs = b.outputs;
+      if (only_output != kNoSlot) outputs.assign({only_output});
+      for (size_t s : outputs)
+        if (s != kNoSlot) {
+          if (profile.define[s] < 0) profile.define[s] = k;
+          profile.last[s] = std::max(profile.last[s], k);
+        }
+      if (b.kernel->output_views_input && !b.inputs.empty() && b.inputs[0] != kNoSlot && outputs[0] != kNoSlot &&
+          (outputs[0] >= base_slots_ || !pinned_[outputs[0]]))
+        root[outputs[0]] = root[late && clone[b.inputs[0]] != kNoSlot ? clone[b.inputs[0]] : b.inputs[0]];
+      ++k;
+    };
+    size_t next = 0;
+    for (size_t p = 0; p < base_.size(); ++p) {
+      for (; next < list.size() && list[next].insert == p; ++next)
+        visit(base_[list[next].producer], true, base_slots_ + next);
+      visit(base_[p], p >= forward_end_, kNoSlot);
+    }
+    std::vector<int64_t> delta(static_cast<size_t>(k) + 2, 0);
+    for (size_t s = 0; s < slots; ++s) profile.last[root[s]] = std::max(profile.last[root[s]], profile.last[s]);
+    for (size_t s = 0; s < slots; ++s)
+      if (bytes[s] > 0 && profile.define[s] >= 0 && root[s] == s) {
+        delta[static_cast<size_t>(profile.define[s])] += static_cast<int64_t>(bytes[s]);
+        delta[static_cast<size_t>(profile.last[s]) + 1] -= static_cast<int64_t>(bytes[s]);
+      }
+    int64_t live = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      live += delta[static_cast<size_t>(i)];
+      if (static_cast<uint64_t>(live) > profile.peak) {
+        profile.peak = static_cast<uint64_t>(live);
+        profile.at = i;
+      }
+    }
+    return profile;
+  }
+
+  // free_only: the values whose recomputation reads only what stays alive anyway (what the measuring
+  // run recomputes). Otherwise the greedy order: each pick, among the largest values alive at the
+  // current peak, lowers the peak most; `peaks` gets the simulated peak after each pick.
+  std::vector<Candidate> Choose(bool free_only, std::vector<uint64_t>* peaks = nullptr) const {
+    const std::vector<Candidate> all = Candidates(free_only);
+    std::vector<Candidate> picked;
+    std::vector<bool> chosen(base_slots_, false);
+    if (free_only) {
+      std::vector<int64_t> last(base_slots_, -1);
+      for (size_t p = 0; p < base_.size(); ++p)
+        for (size_t u : base_[p].inputs)
+          if (u != kNoSlot) last[u] = static_cast<int64_t>(p);
+      for (const Candidate& c : all) {
+        if (c.first_late_use == kNoSlot) continue;
+        bool free = true;
+        for (size_t u : base_[c.producer].inputs)
+          if (u != kNoSlot && (chosen[u] || (!is_initializer_[u] && !pinned_[u] &&
+                                              last[u] < static_cast<int64_t>(c.first_late_use))))
+            free = false;
+        if (!free) continue;
+        chosen[c.value] = true;
+        picked.push_back(c);
+      }
+      return picked;
+    }
+    constexpr size_t kTriedPerPick = 16;
+    std::vector<size_t> index(base_slots_, kNoSlot), last(base_slots_, 0);
+    for (size_t i = 0; i < all.size(); ++i) index[all[i].value] = i;
+    for (size_t p = 0; p < base_.size(); ++p)
+      for (size_t u : base_[p].inputs)
+        if (u != kNoSlot) last[u] = p;
+    Profile now = Simulate({});
+    while (true) {
+      std::vector<const Candidate*> alive;
+      for (const Candidate& c : all)
+        if (!chosen[c.value] && c.first_late_use != kNoSlot && now.define[c.value] <= now.at &&
+            now.at <= now.last[c.value])
+          alive.push_back(&c);
+      std::sort(alive.begin(), alive.end(),
+                [&](auto* a, auto* b) { return measured_[a->value] > measured_[b->value]; });
+      if (alive.size() > kTriedPerPick) alive.resize(kTriedPerPick);
+      std::vector<const Candidate*> best;
+      Profile best_profile;
+      for (const Candidate* c : alive) {
+        // c with the candidates its recomputation would otherwise keep alive (a segment)
+        std::vector<const Candidate*> segment{c};
+        std::vector<bool> in_segment(base_slots_, false);
+        in_segment[c->value] = true;
+        for (size_t i = 0; i < segment.size(); ++i)
+          for (size_t u : base_[segment[i]->producer].inputs)
+            if (u != kNoSlot && index[u] != kNoSlot && !chosen[u] && !in_segment[u] && last[u] < forward_end_) {
+              in_segment[u] = true;
+              segment.push_back(&all[index[u]]);
+            }
+        for (const Candidate* part : segment) picked.push_back(*part);
+        Profile p = Simulate(Insertions(picked));
+        picked.resize(picked.size() - segment.size());
+        if (best.empty() || p.peak < best_profile.peak) {
+          best = std::move(segment);
+          best_profile = std::move(p);
+        }
+      }
+      if (best.empty() || best_profile.peak >= now.peak) return picked;
+      for (const Candidate* part : best) {
+        picked.push_back(*part);
+        chosen[part->value] = true;
+      }
+      now = std::move(best_profile);
+      if (peaks) {
+        peaks->resize(picked.size(), UINT64_MAX);  // a prefix that ends inside a segment: not a choice
+        peaks->back() = now.peak;
+      }
+    }
+  }
+
+  // Recompiles with the fewest greedy picks whose plan fits the budget; the sizes are this measuring
+  // run's. Throws kResourceExhausted naming the smallest arena found when none fits.
+  uint64_t PlanWithinBudget() {
+    measured_.assign(base_slots_, 0);
+    for (size_t s = 0; s < values_.size(); ++s) {
+      if (define_step_[s] < 0) continue;
+      const size_t original = s < base_slots_ ? s : recompute_[s - base_slots_].value;
+      measured_[original] = std::max(measured_[original], planned_bytes_[s]);
+    }
+    std::vector<uint64_t> peaks;
+    const std::vector<Candidate> order = Choose(false, &peaks);
+    auto plan = [&](size_t picks) {
+      Compile(Insertions(std::vector<Candidate>(order.begin(), order.begin() + static_cast<ptrdiff_t>(picks))));
+      for (size_t k = 0; k < steps_.size(); ++k)
+        for (size_t s : steps_[k].outputs) {
+          if (s == kNoSlot || define_step_[s] >= 0 || pinned_[s] || view_root_[s] != s) continue;
+          const uint64_t bytes = measured_[s < base_slots_ ? s : recompute_[s - base_slots_].value];
+          if (bytes == 0) continue;
+          define_step_[s] = static_cast<int64_t>(k);
+          planned_bytes_[s] = bytes;
+        }
+      return Place();
+    };
+    // Prefixes that end a segment, from the first whose simulated peak fits the budget.
+    std::vector<size_t> choices;
+    if (order.empty() || Simulate({}).peak <= budget_) choices.push_back(0);
+    for (size_t i = 0; i < peaks.size(); ++i)
+      if (peaks[i] != UINT64_MAX && (peaks[i] <= budget_ || !choices.empty())) choices.push_back(i + 1);
+    if (choices.empty()) choices.push_back(order.size());
+    constexpr size_t kPlansTried = 24;
+    if (choices.size() > kPlansTried) {  // the rest: straight to the most recomputation
+      choices.resize(kPlansTried - 1);
+      choices.push_back(order.size());
+    }
+    uint64_t smallest = UINT64_MAX;
+    for (size_t picks : choices) {
+      const uint64_t peak = plan(picks);
+      if (peak <= budget_) return peak;
+      smallest = std::min(smallest, peak);
+    }
+    Fail(ErrorCode::kResourceExhausted, "model '", model_.source, "': the memory budget of ", budget_,
+         " bytes cannot be met at these input shapes: recomputing forward values in the backward pass, the "
+         "smallest arena of intermediate tensors is ", smallest, " bytes; a budget of at least ", smallest,
+         " bytes fits");
   }
 
   // The plan's invariant, checked once per plan: values alive at the same time never share bytes.
@@ -675,6 +1012,19 @@ class GraphExecutor {
   std::vector<uint64_t> live_by_slot_;
   bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
   std::atomic<bool> in_use_{false};  // a run is in progress (a concurrent one is refused)
+  // Gradient checkpointing (SetArenaBudget): the original steps, where the forward pass ends, what is
+  // recomputed now and the bytes each original value took in the last measuring run.
+  struct BaseStep {
+    const Node* node;
+    const OpKernelEntry* kernel;
+    int64_t opset;
+    std::vector<size_t> inputs, outputs;
+  };
+  std::vector<BaseStep> base_;
+  size_t base_slots_ = 0, forward_end_ = 0;
+  std::vector<Recompute> recompute_;
+  std::vector<uint64_t> measured_;
+  uint64_t budget_ = 0;
   std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
 };
 
@@ -796,6 +1146,10 @@ void Session::AllowOverwrite(const std::string& name) {
 }
 
 size_t Session::planned_peak_bytes() const { return executor_->arena_bytes(); }
+
+void Session::SetArenaBudget(uint64_t bytes) { executor_->SetArenaBudget(bytes); }
+
+size_t Session::recomputed_values() const { return executor_->recomputed_values(); }
 
 void Session::SetMemoryLimit(uint64_t limit, uint64_t held_elsewhere) {
   const uint64_t held = held_elsewhere > UINT64_MAX - initializer_bytes_ ? UINT64_MAX : held_elsewhere + initializer_bytes_;

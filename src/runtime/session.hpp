@@ -72,6 +72,13 @@ class Session {
   void AllowOverwrite(const std::string& name);
   // Bytes of the intermediate-tensor arena planned for the last input shapes (0 before a run).
   size_t planned_peak_bytes() const;
+  // Plans the intermediate-tensor arena within `bytes` (0: no budget) by recomputing forward values in
+  // the backward pass instead of keeping them (gradient checkpointing; the results are the same bits).
+  // The plan is made after the first run at new input shapes, which fails with kResourceExhausted
+  // naming the smallest arena that can be planned when `bytes` is less.
+  void SetArenaBudget(uint64_t bytes);
+  // How many forward values the current plan recomputes.
+  size_t recomputed_values() const;
   // Bytes of the model's initializers (constants after folding), held for the session's lifetime.
   uint64_t initializer_bytes() const { return initializer_bytes_; }
   // Sets SessionOptions::memory_limit_bytes; `held_elsewhere` bytes (a training session's parameters,

@@ -533,6 +533,12 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
   OrtAccumulators accumulators = ExposeAccumulatedGradients(training);
   s.training.emplace(training, session_options);
   s.BindTrainingModel(training, accumulators);
+  if (options.memory_budget_bytes) {
+    ET_CHECK(*options.memory_budget_bytes > 0, ErrorCode::kInvalidArgument, "training model '",
+             s.training->model().source, "': memory_budget_bytes must be a positive number of bytes, got ",
+             *options.memory_budget_bytes);
+    s.training->SetArenaBudget(static_cast<uint64_t>(*options.memory_budget_bytes));
+  }
   if (!eval_model.empty()) {
     s.eval_model = LoadSource(eval_model);
     s.eval.emplace(s.eval_model, session_options);
@@ -671,6 +677,10 @@ void TrainingSession::OptimizerStep() {
   }
   ++opt.step;
 }
+
+uint64_t TrainingSession::training_arena_bytes() const { return impl_->training->planned_peak_bytes(); }
+
+size_t TrainingSession::recomputed_values() const { return impl_->training->recomputed_values(); }
 
 float TrainingSession::GetLearningRate() const { return impl_->learning_rate; }
 

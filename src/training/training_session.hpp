@@ -37,6 +37,12 @@ struct TrainingSessionOptions {
   // planned intermediate tensors; 0: no limit. Beyond it, creation or a step fails with
   // kResourceExhausted before allocating (and creation before any step).
   uint64_t memory_limit_bytes = 0;
+  // Bytes of the training step's intermediate tensors (the planned arena; parameters, gradients and
+  // optimizer state not included). Where the plan needs more, forward values are recomputed in the
+  // backward pass instead of kept (gradient checkpointing): the same results, more compute. The first
+  // step at new input shapes plans; it fails with kResourceExhausted naming the smallest budget that
+  // fits when this one is too small. Must be positive; unset: no budget.
+  std::optional<int64_t> memory_budget_bytes = std::nullopt;
 };
 
 class TrainingSession {
@@ -97,6 +103,10 @@ class TrainingSession {
   void ExportModelForInference(const std::string& path, const std::vector<std::string>& output_names = {}) const;
 
   CheckpointState& state();
+  // Bytes of the training model's planned intermediate arena (0 before the first TrainStep) and how many
+  // forward values it recomputes under memory_budget_bytes.
+  uint64_t training_arena_bytes() const;
+  size_t recomputed_values() const;
 
  private:
   struct Impl;
