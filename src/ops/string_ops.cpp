@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cwctype>
 #include <limits>
 #include <locale.h>
@@ -20,6 +23,59 @@
 namespace edgetrain {
 
 namespace {
+
+// Floating-point <charconv>, or snprintf/strtod where the standard library lacks it (emscripten 3.1.6's libc++).
+#if defined(__cpp_lib_to_chars)
+template <typename F>
+char* FloatToChars(char* first, char* last, F value) { return std::to_chars(first, last, value).ptr; }
+template <typename F>
+char* FloatToChars(char* first, char* last, F value, int precision) {
+  return std::to_chars(first, last, value, std::chars_format::general, precision).ptr;
+}
+template <typename F>
+std::from_chars_result FloatFromChars(const char* first, const char* last, F& value) {
+  return std::from_chars(first, last, value);
+}
+#else
+template <typename F>
+F ParsePrefix(const char* text, char** end) {
+  if constexpr (std::is_same_v<F, float>) return std::strtof(text, end);
+  else return std::strtod(text, end);
+}
+template <typename F>
+char* FloatToChars(char* first, char* last, F value, int precision) {
+  return first + std::snprintf(first, static_cast<size_t>(last - first), "%.*g", precision, static_cast<double>(value));
+}
+template <typename F>
+char* FloatToChars(char* first, char* last, F value) {  // to_chars' shortest form: fewest digits, then fewest chars
+  const size_t size = static_cast<size_t>(last - first);
+  int digits = 1;
+  for (; digits < std::numeric_limits<F>::max_digits10; ++digits) {
+    std::snprintf(first, size, "%.*e", digits - 1, static_cast<double>(value));
+    if (ParsePrefix<F>(first, nullptr) == value) break;
+  }
+  const int scientific = std::snprintf(first, size, "%.*e", digits - 1, static_cast<double>(value));
+  const int exponent = std::atoi(std::strchr(first, 'e') + 1);
+  char fixed[400];
+  const int decimals = exponent >= digits - 1 ? 0 : digits - 1 - exponent;
+  const int fixed_size = std::snprintf(fixed, sizeof fixed, "%.*f", decimals, static_cast<double>(value));
+  if (fixed_size > scientific || fixed_size >= static_cast<int>(size)) return first + scientific;
+  std::memcpy(first, fixed, static_cast<size_t>(fixed_size) + 1);
+  return first + fixed_size;
+}
+template <typename F>
+std::from_chars_result FloatFromChars(const char* first, const char* last, F& value) {
+  const std::string text(first, last);
+  char* end = nullptr;
+  errno = 0;
+  const F parsed = ParsePrefix<F>(text.c_str(), &end);
+  const char* stop = first + (end - text.c_str());
+  if (stop == first) return {first, std::errc::invalid_argument};
+  if (errno == ERANGE) return {stop, std::errc::result_out_of_range};
+  value = parsed;
+  return {stop, std::errc()};
+}
+#endif
 
 constexpr std::string_view kWhitespace = " \t\n\v\f\r";
 
@@ -55,7 +111,7 @@ bool ParseFloat(std::string_view text, F& value) {
   const bool plus = !text.empty() && text[0] == '+';
   if (plus) text.remove_prefix(1);
   if (text.empty() || text[0] == '+' || (plus && text[0] == '-')) return false;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const auto [end, error] = FloatFromChars(text.data(), text.data() + text.size(), value);
   if (end != text.data() + text.size()) return false;
   if (error == std::errc::result_out_of_range) {  // overflow to +-inf, underflow to zero, as strtod does
     value = static_cast<F>(std::strtod(std::string(text).c_str(), nullptr));
@@ -90,15 +146,14 @@ std::string NumberToString(T value) {
     char buffer[64];
     if constexpr (kIsHalfType<T>) {  // the fewest digits that read back to the same 16-bit pattern
       for (int precision = 1; precision < 9; ++precision) {
-        const auto end = std::to_chars(buffer, buffer + sizeof buffer, static_cast<float>(wide),
-                                       std::chars_format::general, precision).ptr;
+        char* const end = FloatToChars(buffer, buffer + sizeof buffer, static_cast<float>(wide), precision);
         float back = 0;
-        std::from_chars(buffer, end, back);
+        FloatFromChars(buffer, end, back);
         if (T(back).bits == value.bits) return std::string(buffer, end);
       }
-      return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, static_cast<float>(wide)).ptr);
+      return std::string(buffer, FloatToChars(buffer, buffer + sizeof buffer, static_cast<float>(wide)));
     } else {
-      return std::string(buffer, std::to_chars(buffer, buffer + sizeof buffer, value).ptr);
+      return std::string(buffer, FloatToChars(buffer, buffer + sizeof buffer, value));
     }
   }
 }
