@@ -1,7 +1,8 @@
 # The device-only build (-DEDGETRAIN_DEVICE_ONLY=ON), included by CMakeLists.txt after edgetrain_device:
 # the C ABI's offline functions as typed errors, the C examples, and the device tests (tests/device_only).
 
-# Code that runs once per model load or checkpoint, not per training step, is compiled for size.
+# Code that runs once per model load or checkpoint, and the graph and session code around the kernels (a dispatch
+# per node and step), is compiled for size; the kernels (src/ops families) keep -O3.
 set_source_files_properties(
   src/onnx/onnx_codec.cpp src/onnx/importer.cpp src/onnx/exporter.cpp src/onnx/tensor_proto.cpp
   src/onnx/ort_format.cpp src/checkpoint/checkpoint.cpp src/training/checkpoint_state.cpp src/core/npy.cpp
