@@ -125,7 +125,7 @@ elseif(MODE STREQUAL "build")
   endforeach()
   expect_contains("${NM_REDUCED_OUT}" "GemmKernel")
   # Kernels are compiled only for the element types the config lists (no float64 here) plus float32.
-  expect_contains("${CONFIGURE_OUT}" "element types: float32 bool, float32, int64")
+  expect_contains("${CONFIGURE_OUT}" "; element types: float32 ")
   expect_contains("${NM_FULL_OUT}" "SoftmaxAlongAxis<double>")
   string(FIND "${NM_REDUCED_OUT}" "SoftmaxAlongAxis<double>" found)
   if(NOT found EQUAL -1)
