@@ -1,14 +1,19 @@
 # The device-only build (-DEDGETRAIN_DEVICE_ONLY=ON), included by CMakeLists.txt after edgetrain_device:
 # the C ABI's offline functions as typed errors, the C examples, and the device tests (tests/device_only).
 
-# Code that runs once per model load or checkpoint, not per training step, is compiled for size.
+# Code that runs once per model load or checkpoint, and the graph and session code around the kernels (a dispatch
+# per node and step), is compiled for size; the kernels (src/ops families) keep -O3.
 set_source_files_properties(
   src/onnx/onnx_codec.cpp src/onnx/importer.cpp src/onnx/exporter.cpp src/onnx/tensor_proto.cpp
   src/onnx/ort_format.cpp src/checkpoint/checkpoint.cpp src/training/checkpoint_state.cpp src/core/npy.cpp
   src/core/atomic_file.cpp src/capi/c_api.cpp src/training/ort_layout.cpp src/training/artifact_contract.cpp
-  src/training/lr_scheduler.cpp src/ir/passes.cpp
+  src/training/lr_scheduler.cpp src/ir/passes.cpp src/ir/graph.cpp src/runtime/session.cpp
+  src/training/training_session.cpp src/ops/registry.cpp src/core/dtype.cpp
   PROPERTIES COMPILE_OPTIONS -Os)
 target_sources(edgetrain_device PRIVATE src/capi/c_api_device_only.cpp)
+# Leaves out what only the offline library uses: gradient rules and the ONNX bodies of backward and optimizer ops
+# (src/ops/kernel.hpp), and training agents (c_api_device_only.cpp).
+target_compile_definitions(edgetrain_device PUBLIC EDGETRAIN_DEVICE_ONLY=1)
 
 # What programs link: here the device runtime alone.
 add_library(edgetrain INTERFACE)

@@ -20,7 +20,7 @@ namespace edgetrain::cli {
 namespace {
 
 using OpKey = std::tuple<std::string, std::string, int64_t>;  // domain (ai.onnx for ONNX's), op, opset
-using OpUses = std::map<OpKey, std::set<std::string>>;         // -> element types of its inputs
+using OpUses = std::map<OpKey, std::set<std::string>>;         // -> element types of its inputs and outputs
 
 DataType TypeOf(const std::string& value, const std::vector<const Graph*>& scopes) {
   for (auto g = scopes.rbegin(); g != scopes.rend(); ++g) {
@@ -37,9 +37,10 @@ void CollectOps(const Graph& graph, const Model& model, std::vector<const Graph*
   for (const Node& node : graph.nodes) {
     const int64_t opset = node.opset ? node.opset : model.OpsetFor(node.domain);
     std::set<std::string>& types = uses[{node.domain.empty() ? "ai.onnx" : node.domain, node.op_type, opset}];
-    for (const std::string& input : node.inputs)
-      if (DataType t = input.empty() ? DataType::kUndefined : TypeOf(input, scopes); t != DataType::kUndefined)
-        types.insert(DataTypeName(t));
+    for (const auto* values : {&node.inputs, &node.outputs})
+      for (const std::string& value : *values)
+        if (DataType t = value.empty() ? DataType::kUndefined : TypeOf(value, scopes); t != DataType::kUndefined)
+          types.insert(DataTypeName(t));
     for (const auto& [key, attribute] : node.attributes) {
       if (attribute.g) CollectOps(*attribute.g, model, scopes, uses);
       for (const auto& sub : attribute.graphs) CollectOps(*sub, model, scopes, uses);
@@ -89,8 +90,9 @@ void ReduceOps(const std::vector<std::string>& arguments, const std::vector<std:
   std::cout << "# edgetrain operator config, written by `edgetrain reduce-ops`. A build configured with\n"
                "# -DEDGETRAIN_OPS_CONFIG=<this file> registers and links only these operators (README, Reduced builds).\n"
                "# One operator a line: DOMAIN OP OPSET TYPES. DOMAIN ai.onnx is ONNX's default domain; OPSET is the\n"
-               "# domain's opset in the model; TYPES, the element types of the operator's inputs (comma-separated,\n"
-               "# - when none is known), are for reference. '#' starts a comment.\n"
+               "# domain's opset in the model; TYPES, the element types of the operator's inputs and outputs\n"
+               "# (comma-separated, - when none is known): the kernels are compiled for the types that some line lists,\n"
+               "# plus float32. '#' starts a comment.\n"
                "# Models:";
   for (const std::string& file : files) std::cout << " " << file;
   for (const std::string& file : agent_models) std::cout << " " << file << " (training agent)";

@@ -350,7 +350,9 @@ et_error* et_training_session_export_model_for_inference(const et_training_sessi
       ET_REQUIRE_STRING(path), FromStrings(output_names, output_count, function, "output_names")));
 }
 
-// ---- training agent (et_training_agent_create builds its models offline: c_api_offline.cpp) ----
+// ---- training agent (et_training_agent_create builds its models offline: c_api_offline.cpp; none exists in a
+// device-only build, whose c_api_device_only.cpp answers these with typed errors) ----
+#ifndef EDGETRAIN_DEVICE_ONLY
 
 void et_training_agent_free(et_training_agent* agent) { delete agent; }
 
@@ -410,5 +412,7 @@ et_error* et_training_agent_backward(et_training_agent* agent, int64_t handle, c
 et_error* et_training_agent_release(et_training_agent* agent, int64_t handle) {
   return ET_GUARD(ET_REQUIRE(agent)->agent.Release(handle));
 }
+
+#endif  // EDGETRAIN_DEVICE_ONLY
 
 }  // extern "C"

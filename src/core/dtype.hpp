@@ -74,13 +74,38 @@ struct TypeTag {
   using type = T;
 };
 
+// An operator-reduced build compiles its kernels (src/ops, EDGETRAIN_OPS_REDUCED) for the element types its config
+// lists, plus float32 (README, Reduced builds); an inline namespace keeps these visitors apart from the full ones.
+#ifdef EDGETRAIN_OPS_REDUCED
+inline namespace ops_reduced {
+#include "ops/ops_config_types.inc"  // kTypesConfigPath and kConfiguredTypes[], generated from the config file
+template <typename T>
+constexpr bool TypeInBuild() {
+  for (DataType configured : kConfiguredTypes)
+    if (configured == DataTypeOf<T>()) return true;
+  return DataTypeOf<T>() == DataType::kFloat32;
+}
+[[noreturn]] inline void FailTypeLeftOut(DataType type, const std::string& what) {
+  Fail(ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(type), " is left out of this operator-reduced ",
+       "build (no operator of ", kTypesConfigPath, " lists it)");
+}
+#else
+template <typename T>
+constexpr bool TypeInBuild() { return true; }
+[[noreturn]] inline void FailTypeLeftOut(DataType, const std::string&) { Fail(ErrorCode::kInternal, "unreachable"); }
+#endif
+#define ET_VISIT_CASE(kind, T) \
+  case DataType::kind:         \
+    if constexpr (TypeInBuild<T>()) return fn(TypeTag<T>{}); \
+    else FailTypeLeftOut(type, what)
+
 // Calls fn(TypeTag<T>{}) for the C++ type of `type`. Unsupported types throw kNotImplemented
 // naming `what` (usually the operator). Families: all numeric, float, numeric without bool.
 template <typename Fn>
 decltype(auto) VisitFloat(DataType type, const std::string& what, Fn&& fn) {
   switch (type) {
     case DataType::kFloat32: return fn(TypeTag<float>{});
-    case DataType::kFloat64: return fn(TypeTag<double>{});
+    ET_VISIT_CASE(kFloat64, double);
     default: Fail(ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(type), " is not supported (float32/float64 only)");
   }
 }
@@ -89,15 +114,15 @@ template <typename Fn>
 decltype(auto) VisitNumeric(DataType type, const std::string& what, Fn&& fn) {
   switch (type) {
     case DataType::kFloat32: return fn(TypeTag<float>{});
-    case DataType::kFloat64: return fn(TypeTag<double>{});
-    case DataType::kInt64: return fn(TypeTag<int64_t>{});
-    case DataType::kInt32: return fn(TypeTag<int32_t>{});
-    case DataType::kInt16: return fn(TypeTag<int16_t>{});
-    case DataType::kInt8: return fn(TypeTag<int8_t>{});
-    case DataType::kUint8: return fn(TypeTag<uint8_t>{});
-    case DataType::kUint16: return fn(TypeTag<uint16_t>{});
-    case DataType::kUint32: return fn(TypeTag<uint32_t>{});
-    case DataType::kUint64: return fn(TypeTag<uint64_t>{});
+    ET_VISIT_CASE(kFloat64, double);
+    ET_VISIT_CASE(kInt64, int64_t);
+    ET_VISIT_CASE(kInt32, int32_t);
+    ET_VISIT_CASE(kInt16, int16_t);
+    ET_VISIT_CASE(kInt8, int8_t);
+    ET_VISIT_CASE(kUint8, uint8_t);
+    ET_VISIT_CASE(kUint16, uint16_t);
+    ET_VISIT_CASE(kUint32, uint32_t);
+    ET_VISIT_CASE(kUint64, uint64_t);
     default: Fail(ErrorCode::kNotImplemented, what, ": element type ", DataTypeName(type), " is not supported");
   }
 }
@@ -106,11 +131,15 @@ decltype(auto) VisitNumeric(DataType type, const std::string& what, Fn&& fn) {
 template <typename Fn>
 decltype(auto) VisitAll(DataType type, const std::string& what, Fn&& fn) {
   switch (type) {
-    case DataType::kBool: return fn(TypeTag<bool>{});
-    case DataType::kFloat16: return fn(TypeTag<Float16>{});
-    case DataType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    ET_VISIT_CASE(kBool, bool);
+    ET_VISIT_CASE(kFloat16, Float16);
+    ET_VISIT_CASE(kBFloat16, BFloat16);
     default: return VisitNumeric(type, what, std::forward<Fn>(fn));
   }
 }
+
+#ifdef EDGETRAIN_OPS_REDUCED
+}  // namespace ops_reduced
+#endif
 
 }  // namespace edgetrain

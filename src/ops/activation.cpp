@@ -313,9 +313,9 @@ void RegisterActivationOps(OpRegistry& r) {
   ET_IF_BUILT("", "Gelu") RegisterOnnx(r, "Gelu", GeluKernel, 20);
   ET_IF_BUILT("", "Gelu") r.SetGradient("Gelu", GeluGradient);
 
-  ET_IF_BUILT("ai.edgetrain", "ReluGrad") RegisterFused(r, "ReluGrad", ReluGradKernel, ReluGradFunction());
-  ET_IF_BUILT("ai.edgetrain", "SigmoidGrad") RegisterFused(r, "SigmoidGrad", SigmoidGradKernel, SigmoidGradFunction());
-  ET_IF_BUILT("ai.edgetrain", "TanhGrad") RegisterFused(r, "TanhGrad", TanhGradKernel, TanhGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "ReluGrad") RegisterFused(r, "ReluGrad", ReluGradKernel, ET_TRAINING_BODY(ReluGradFunction()));
+  ET_IF_BUILT("ai.edgetrain", "SigmoidGrad") RegisterFused(r, "SigmoidGrad", SigmoidGradKernel, ET_TRAINING_BODY(SigmoidGradFunction()));
+  ET_IF_BUILT("ai.edgetrain", "TanhGrad") RegisterFused(r, "TanhGrad", TanhGradKernel, ET_TRAINING_BODY(TanhGradFunction()));
 }
 
 }  // namespace edgetrain

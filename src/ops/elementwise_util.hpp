@@ -41,8 +41,8 @@ inline T Store(V value) {
 template <typename Fn>
 decltype(auto) VisitFloatMath(DataType type, const std::string& what, Fn&& fn) {
   switch (type) {
-    case DataType::kFloat16: return fn(TypeTag<Float16>{});
-    case DataType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    ET_VISIT_CASE(kFloat16, Float16);
+    ET_VISIT_CASE(kBFloat16, BFloat16);
     default: return VisitFloat(type, what, std::forward<Fn>(fn));
   }
 }
@@ -51,8 +51,8 @@ decltype(auto) VisitFloatMath(DataType type, const std::string& what, Fn&& fn) {
 template <typename Fn>
 decltype(auto) VisitNumericMath(DataType type, const std::string& what, Fn&& fn) {
   switch (type) {
-    case DataType::kFloat16: return fn(TypeTag<Float16>{});
-    case DataType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    ET_VISIT_CASE(kFloat16, Float16);
+    ET_VISIT_CASE(kBFloat16, BFloat16);
     default: return VisitNumeric(type, what, std::forward<Fn>(fn));
   }
 }

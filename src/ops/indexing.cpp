@@ -1170,7 +1170,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   ET_IF_BUILT("", "Upsample") RegisterOnnx(r, "Upsample", Upsample);
   ET_IF_BUILT("", "Col2Im") RegisterOnnx(r, "Col2Im", Col2Im, 18);
   ET_IF_BUILT("", "AffineGrid") RegisterOnnx(r, "AffineGrid", AffineGrid, 20);
-  ET_IF_BUILT("ai.edgetrain", "GatherGrad") RegisterFused(r, "GatherGrad", GatherGradKernel, GatherGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "GatherGrad") RegisterFused(r, "GatherGrad", GatherGradKernel, ET_TRAINING_BODY(GatherGradFunction()));
 
   ET_IF_BUILT("", "Gather") r.SetGradient("Gather", GatherGradient);
   ET_IF_BUILT("", "GatherElements") r.SetGradient("GatherElements", GatherElementsGradient);

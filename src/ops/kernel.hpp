@@ -184,8 +184,17 @@ class OpRegistry {
   // The registered entry, for setting its remaining fields (valid until the next Register).
   OpKernelEntry& Register(OpKernelEntry entry);
   // Attaches a gradient rule to every registered opset range of (domain, op_type).
-  void SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule);
-  void SetGradient(const std::string& op_type, GradientFn rule) { SetGradient("", op_type, std::move(rule)); }
+  // A device-only build (EDGETRAIN_DEVICE_ONLY) has no autodiff: the rules are dropped here, so never linked.
+  template <typename Rule>
+  void SetGradient(const std::string& domain, const std::string& op_type, Rule&& rule) {
+#ifdef EDGETRAIN_DEVICE_ONLY
+    (void)domain, (void)op_type, (void)rule;
+#else
+    SetGradientRule(domain, op_type, GradientFn(std::forward<Rule>(rule)));
+#endif
+  }
+  template <typename Rule>
+  void SetGradient(const std::string& op_type, Rule&& rule) { SetGradient("", op_type, std::forward<Rule>(rule)); }
   // The kernel for op at `opset`, or nullptr.
   const OpKernelEntry* Find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   bool Knows(const std::string& domain, const std::string& op_type) const;
@@ -198,6 +207,7 @@ class OpRegistry {
   static const char* ReducedConfig();
 
  private:
+  void SetGradientRule(const std::string& domain, const std::string& op_type, GradientFn rule);
   void KeepConfigured();  // drops what a reduced build's config does not name
   std::vector<OpKernelEntry> entries_;
 };
@@ -233,6 +243,14 @@ inline OpKernelEntry& RegisterMicrosoft(OpRegistry& r, const std::string& op_typ
   entry.deterministic = deterministic;
   return r.Register(std::move(entry));
 }
+
+// The standard-ONNX body of a backward or optimizer op, which only artifact generation (offline) writes: a
+// device-only build, which exports only inference models, leaves it out.
+#ifdef EDGETRAIN_DEVICE_ONLY
+#define ET_TRAINING_BODY(body) (false ? (body) : std::shared_ptr<const FunctionDef>())  // named, never built
+#else
+#define ET_TRAINING_BODY(body) (body)
+#endif
 
 // An ai.edgetrain operator: its kernel and its definition in standard ONNX ops.
 inline OpKernelEntry& RegisterFused(OpRegistry& r, const std::string& op_type, KernelFn fn,

@@ -259,7 +259,7 @@ void RegisterLossOps(OpRegistry& r) {
   ET_IF_BUILT("", "SoftmaxCrossEntropyLoss") r.SetGradient("SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossGradient);
   ET_IF_BUILT("ai.edgetrain", "SoftmaxCrossEntropyLossGrad")
     RegisterFused(r, "SoftmaxCrossEntropyLossGrad", SoftmaxCrossEntropyLossGradKernel,
-                  SoftmaxCrossEntropyLossGradFunction());
+                  ET_TRAINING_BODY(SoftmaxCrossEntropyLossGradFunction()));
 }
 
 }  // namespace edgetrain

@@ -1200,8 +1200,8 @@ void RegisterNormalizationOps(OpRegistry& r) {
   ET_IF_BUILT("", "GroupNormalization") r.SetGradient("GroupNormalization", GroupNormalizationGradient);
   ET_IF_BUILT("", "InstanceNormalization") r.SetGradient("InstanceNormalization", InstanceNormalizationGradient);
   ET_IF_BUILT("", "LayerNormalization") r.SetGradient("LayerNormalization", LayerNormalizationGradient);
-  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad") RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel, BatchNormalizationGradFunction());
-  ET_IF_BUILT("ai.edgetrain", "LayerNormalizationGrad") RegisterFused(r, "LayerNormalizationGrad", LayerNormalizationGradKernel, LayerNormalizationGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad") RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel, ET_TRAINING_BODY(BatchNormalizationGradFunction()));
+  ET_IF_BUILT("ai.edgetrain", "LayerNormalizationGrad") RegisterFused(r, "LayerNormalizationGrad", LayerNormalizationGradKernel, ET_TRAINING_BODY(LayerNormalizationGradFunction()));
   ET_IF_BUILT("", "LpNormalization") RegisterOnnx(r, "LpNormalization", LpNormalization);
   ET_IF_BUILT("", "MeanVarianceNormalization") RegisterOnnx(r, "MeanVarianceNormalization", MeanVarianceNormalization);
   ET_IF_BUILT("", "LRN") RegisterOnnx(r, "LRN", LocalResponseNormalization);

@@ -205,11 +205,11 @@ std::shared_ptr<const FunctionDef> SGDMomentumUpdateFunction() {
 void RegisterOptimizerOps(OpRegistry& r) {
   // The updates may overwrite the parameters and states they read (the training session binds them so).
   ET_IF_BUILT("ai.edgetrain", "AdamWUpdate")
-    RegisterFused(r, "AdamWUpdate", AdamWUpdateKernel, AdamWUpdateFunction()).in_place = true;
+    RegisterFused(r, "AdamWUpdate", AdamWUpdateKernel, ET_TRAINING_BODY(AdamWUpdateFunction())).in_place = true;
   ET_IF_BUILT("ai.edgetrain", "SGDUpdate")
-    RegisterFused(r, "SGDUpdate", SGDUpdateKernel, SGDUpdateFunction()).in_place = true;
+    RegisterFused(r, "SGDUpdate", SGDUpdateKernel, ET_TRAINING_BODY(SGDUpdateFunction())).in_place = true;
   ET_IF_BUILT("ai.edgetrain", "SGDMomentumUpdate")
-    RegisterFused(r, "SGDMomentumUpdate", SGDUpdateKernel, SGDMomentumUpdateFunction()).in_place = true;
+    RegisterFused(r, "SGDMomentumUpdate", SGDUpdateKernel, ET_TRAINING_BODY(SGDMomentumUpdateFunction())).in_place = true;
 }
 
 }  // namespace edgetrain

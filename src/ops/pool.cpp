@@ -739,9 +739,9 @@ void RegisterPoolOps(OpRegistry& r) {
   ET_IF_BUILT("", "AveragePool") r.SetGradient("AveragePool", AveragePoolGradient);
   ET_IF_BUILT("", "GlobalAveragePool") r.SetGradient("GlobalAveragePool", GlobalAveragePoolGradient);
   ET_IF_BUILT("", "GlobalMaxPool") r.SetGradient("GlobalMaxPool", GlobalMaxPoolGradient);
-  ET_IF_BUILT("ai.edgetrain", "MaxPoolGrad") RegisterFused(r, "MaxPoolGrad", MaxPoolGradKernel, MaxPoolGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "MaxPoolGrad") RegisterFused(r, "MaxPoolGrad", MaxPoolGradKernel, ET_TRAINING_BODY(MaxPoolGradFunction()));
   ET_IF_BUILT("ai.edgetrain", "AveragePoolGrad")
-    RegisterFused(r, "AveragePoolGrad", AveragePoolGradKernel, AveragePoolGradFunction());
+    RegisterFused(r, "AveragePoolGrad", AveragePoolGradKernel, ET_TRAINING_BODY(AveragePoolGradFunction()));
 }
 
 }  // namespace edgetrain

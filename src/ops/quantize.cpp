@@ -429,7 +429,10 @@ void FakeQuantizeGradient(GradientContext& g) {
 }
 
 void RegisterFakeQuantize(OpRegistry& r) {
-  ET_IF_BUILT("ai.edgetrain", "FakeQuantize") RegisterFused(r, "FakeQuantize", FakeQuantizeKernel, FakeQuantizeFunction()).gradient = FakeQuantizeGradient;
+  ET_IF_BUILT("ai.edgetrain", "FakeQuantize") {
+    RegisterFused(r, "FakeQuantize", FakeQuantizeKernel, FakeQuantizeFunction());
+    r.SetGradient(kEdgetrainDomain, "FakeQuantize", FakeQuantizeGradient);
+  }
 }
 
 }  // namespace

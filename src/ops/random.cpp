@@ -283,7 +283,7 @@ void RegisterRandom(OpRegistry& r, const std::string& op_type, KernelFn fn) {
 void RegisterRandomOps(OpRegistry& r) {
   ET_IF_BUILT("", "Dropout") RegisterRandom(r, "Dropout", Dropout);
   ET_IF_BUILT("", "Dropout") r.SetGradient("Dropout", DropoutGradient);
-  ET_IF_BUILT("ai.edgetrain", "DropoutGrad") RegisterFused(r, "DropoutGrad", DropoutGradKernel, DropoutGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "DropoutGrad") RegisterFused(r, "DropoutGrad", DropoutGradKernel, ET_TRAINING_BODY(DropoutGradFunction()));
   ET_IF_BUILT("", "RandomNormal")
     RegisterRandom(r, "RandomNormal", [](KernelContext& ctx) { RandomNormal(ctx, false); });
   ET_IF_BUILT("", "RandomNormalLike")

@@ -747,7 +747,7 @@ void RegisterReductionOps(OpRegistry& r) {
   ET_IF_BUILT("", "TopK") r.SetGradient("TopK", TopKGradient);
   // A view when nothing is summed.
   ET_IF_BUILT("ai.edgetrain", "SumToShape")
-    RegisterFused(r, "SumToShape", SumToShapeKernel, SumToShapeFunction()).output_views_input = true;
+    RegisterFused(r, "SumToShape", SumToShapeKernel, ET_TRAINING_BODY(SumToShapeFunction())).output_views_input = true;
 }
 
 }  // namespace edgetrain

@@ -14,7 +14,7 @@ namespace edgetrain {
 
 OpKernelEntry& OpRegistry::Register(OpKernelEntry entry) { return entries_.emplace_back(std::move(entry)); }
 
-void OpRegistry::SetGradient(const std::string& domain, const std::string& op_type, GradientFn rule) {
+void OpRegistry::SetGradientRule(const std::string& domain, const std::string& op_type, GradientFn rule) {
   bool found = false;
   for (auto& e : entries_)
     if (e.domain == domain && e.op_type == op_type) {

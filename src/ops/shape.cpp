@@ -859,7 +859,7 @@ void RegisterShapeOps(OpRegistry& r) {
   ET_IF_BUILT("", "Range") RegisterOnnx(r, "Range", Range);
   ET_IF_BUILT("", "DepthToSpace") RegisterOnnx(r, "DepthToSpace", DepthToSpace);
   ET_IF_BUILT("", "SpaceToDepth") RegisterOnnx(r, "SpaceToDepth", SpaceToDepth);
-  ET_IF_BUILT("ai.edgetrain", "SliceGrad") RegisterFused(r, "SliceGrad", SliceGradKernel, SliceGradFunction());
+  ET_IF_BUILT("ai.edgetrain", "SliceGrad") RegisterFused(r, "SliceGrad", SliceGradKernel, ET_TRAINING_BODY(SliceGradFunction()));
 
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.SetGradient(op, ReshapeLikeInputGradient);
   ET_IF_BUILT("", "Transpose") r.SetGradient("Transpose", TransposeGradient);

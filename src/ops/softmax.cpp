@@ -258,10 +258,10 @@ void RegisterSoftmaxOps(OpRegistry& r) {
   ET_IF_BUILT("", "Hardmax") RegisterOnnx(r, "Hardmax", HardmaxKernel);
   ET_IF_BUILT("ai.edgetrain", "SoftmaxGrad")
     RegisterFused(r, "SoftmaxGrad", FusedSoftmaxBackwardKernel<SoftmaxMode::kSoftmax>,
-                  SoftmaxBackwardFunction(SoftmaxMode::kSoftmax));
+                  ET_TRAINING_BODY(SoftmaxBackwardFunction(SoftmaxMode::kSoftmax)));
   ET_IF_BUILT("ai.edgetrain", "LogSoftmaxGrad")
     RegisterFused(r, "LogSoftmaxGrad", FusedSoftmaxBackwardKernel<SoftmaxMode::kLogSoftmax>,
-                  SoftmaxBackwardFunction(SoftmaxMode::kLogSoftmax));
+                  ET_TRAINING_BODY(SoftmaxBackwardFunction(SoftmaxMode::kLogSoftmax)));
 }
 
 }  // namespace edgetrain
