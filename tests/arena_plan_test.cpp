@@ -95,7 +95,8 @@ TEST(ArenaPlan, AStepsInputAndOutputNeverShareButTheNextStepReusesTheInput) {
   const Liveness live = ComputeLiveness(steps, {false, false, false});
   EXPECT_EQ(live.last_use, (std::vector<int64_t>{1, 2, 2}));
   EXPECT_EQ(live.view_root, (std::vector<size_t>{0, 1, 2}));
-  const std::vector<ArenaValue> values = {{128, 0, live.last_use[0]}, {192, 1, live.last_use[1]}, {64, 2, live.last_use[2]}};
+  const std::vector<ArenaValue> values = {
+      {128, 0, live.last_use[0]}, {192, 1, live.last_use[1]}, {64, 2, live.last_use[2]}};
   const ArenaPlan plan = PlanArena(values);
   EXPECT_EQ(plan.offsets, (Offsets{192, 0, 192}));  // v2 takes v0's bytes, never v1's
   EXPECT_EQ(plan.bytes, 320u);

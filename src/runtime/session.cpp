@@ -523,7 +523,8 @@ class GraphExecutor {
     ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
              node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
     for (const auto& in : node.inputs) step.inputs.push_back(InputSlot(in));
-    for (const auto& out : node.outputs) step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
+    for (const auto& out : node.outputs)
+      step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
     return step;
   }
 
