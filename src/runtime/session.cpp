@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <numeric>
-#include <tuple>
 #include <unordered_set>
 #include <utility>
 
