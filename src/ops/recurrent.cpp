@@ -391,8 +391,9 @@ void RunDirection(const Config& c, const Inputs<T>& in, int64_t d, ThreadPool* p
 // ---- float LSTM fast path ----
 // Default activations (sigmoid, tanh, tanh), no clip, no peepholes, no input_forget, every sequence at
 // full length: the gate math runs on vectors and the forward keeps its gates for the backward (the
-// trace, per direction [rows, 4H] activated gates i, o, f, c, then [rows, H] h and [rows, H] c before
-// each step, rows in X's order). The reference loops above stay the oracle for everything else.
+// trace, per direction: [rows, 4H] activated gates i, o, f, c; [rows, I + H + 1] rows x, h before the
+// step, 1, so that one GEMM gives dW, dR and dB; [rows, H] c before the step; rows in X's order). The
+// reference loops above stay the oracle for everything else.
 namespace fast_lstm {
 
 // Vectors pass between always-inlined functions of this file only, so the ABI -Wpsabi warns about never
@@ -443,25 +444,13 @@ struct Vec {
     return e * scale;
   }
   static ET_LSTM_INLINE F Sigmoid(F x) { return 1.0f / (1.0f + Exp(-x)); }
-  // tanh(|x|) = (1 - e) / (1 + e), e = exp(-2|x|), with the sign put back; x (1 - x^2/3 + 2x^4/15)
-  // below 1/16, where 1 - e would cancel.
+  // tanh(x) = 2 / (1 + exp(-2x)) - 1; x (1 - x^2/3 + 2x^4/15) below |x| = 1/16, where the difference
+  // would lose relative precision.
   static ET_LSTM_INLINE F Tanh(F x) {
-    I bits;
-    __builtin_memcpy(&bits, &x, sizeof(F));
-    const I sign = bits & static_cast<int32_t>(0x80000000u);
-    const I abs_bits = bits & 0x7fffffff;
-    F a;
-    __builtin_memcpy(&a, &abs_bits, sizeof(F));
-    const F e = Exp(-2.0f * a);
-    F t = (1.0f - e) / (1.0f + e);
+    const F t = 2.0f / (1.0f + Exp(-2.0f * x)) - 1.0f;
     const F x2 = x * x;
-    const F small = a * (1.0f + x2 * (-0.333333333f + x2 * 0.133333333f));
-    t = a < Splat(0.0625f) ? small : t;
-    I tb;
-    __builtin_memcpy(&tb, &t, sizeof(F));
-    tb |= sign;
-    __builtin_memcpy(&t, &tb, sizeof(F));
-    return t;
+    const F small = x * (1.0f + x2 * (-0.333333333f + x2 * 0.133333333f));
+    return x2 < Splat(0.00390625f) ? small : t;
   }
 };
 
@@ -575,21 +564,27 @@ bool FastLstmApplies(const Config& c, const Inputs<float>& in) {
   return std::all_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len == c.seq; });
 }
 
-int64_t FastLstmTraceSize(const Config& c) { return c.dirs * c.seq * c.batch * 6 * c.hidden; }
+int64_t FastLstmTraceSize(const Config& c) {
+  return c.dirs * c.seq * c.batch * (6 * c.hidden + c.input + 1);
+}
 
 // Forward of every direction: Y (when y), Y_h and Y_c, and the trace (FastLstmTraceSize values).
 void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool, float* y, float* yh, float* yc,
                      float* trace) {
-  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B, XH = I + H + 1;
   // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
   for (int64_t d = 0; d < c.dirs; ++d) {
-    float* gates = trace + d * rows * 6 * H;
-    float* hprev = gates + rows * GH;
-    float* cprev = hprev + rows * H;
+    float* gates = trace + d * rows * (6 * H + I + 1);
+    float* xh = gates + rows * GH;
+    float* cprev = xh + rows * XH;
     const float* w = in.w + d * GH * I;
     const float* r = in.r + d * GH * H;
     Gemm<float>(false, true, rows, GH, I, 1.0f, in.x, I, w, I, 0.0f, gates, GH, pool);
+    for (int64_t row = 0; row < rows; ++row) {
+      std::copy_n(in.x + row * I, I, xh + row * XH);
+      xh[row * XH + I + H] = 1.0f;
+    }
     if (in.b) {
       const float* wb = in.b + d * 2 * GH;
       std::vector<float> bias(static_cast<size_t>(GH));
@@ -603,22 +598,22 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
       const int64_t row0 = c.XRow(t, 0);
-      float* hp = hprev + row0 * H;
+      float* hp = xh + row0 * XH + I;
       float* cp = cprev + row0 * H;
       if (s == 0)
         for (int64_t b = 0; b < B; ++b) {
-          float* hb = hp + b * step_rows * H;
+          float* hb = hp + b * step_rows * XH;
           float* cb = cp + b * step_rows * H;
           if (in.h0) std::copy_n(in.h0 + c.StateOffset(d, b), H, hb); else std::fill_n(hb, H, 0.0f);
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
       if (s > 0 || in.h0)
-        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * H, r, H, 1.0f, gates + row0 * GH, step_rows * GH,
+        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, gates + row0 * GH, step_rows * GH,
                     pool);
-      // The new state goes where the next step reads it (its hprev/cprev rows), the last one to Y_h/Y_c.
+      // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
       const bool last = s == c.seq - 1;
       for (int64_t b = 0; b < B; ++b) {
-        float* hn = last ? yh + c.StateOffset(d, b) : hprev + c.XRow(next, b) * H;
+        float* hn = last ? yh + c.StateOffset(d, b) : xh + c.XRow(next, b) * XH + I;
         float* cn = last ? yc + c.StateOffset(d, b) : cprev + c.XRow(next, b) * H;
         fast_lstm::ForwardRow(H, gates + (row0 + b * step_rows) * GH, cp + b * step_rows * H, hn, cn,
                               y ? y + c.YOffset(t, d, b) : nullptr);
@@ -631,13 +626,14 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
 void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace, const float* dy,
                       const float* dyh, const float* dyc, float* dgates, float* dx, float* dw, float* dr, float* db,
                       float* dh0, float* dc0) {
-  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B, XH = I + H + 1;
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
   std::vector<float> dh(static_cast<size_t>(B * H)), dc(static_cast<size_t>(B * H));
+  std::vector<float> dwrb(static_cast<size_t>(XH * GH));
   for (int64_t d = 0; d < c.dirs; ++d) {
-    const float* gates = trace + d * rows * 6 * H;
-    const float* hprev = gates + rows * GH;
-    const float* cprev = hprev + rows * H;
+    const float* gates = trace + d * rows * (6 * H + I + 1);
+    const float* xh = gates + rows * GH;
+    const float* cprev = xh + rows * XH;
     const float* r = in.r + d * GH * H;
     for (int64_t b = 0; b < B; ++b) {
       float* dhb = dh.data() + b * H;
@@ -661,15 +657,16 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
       if (dc0) std::copy_n(dc.data() + b * H, H, dc0 + c.StateOffset(d, b));
     }
     Gemm<float>(false, false, rows, I, GH, 1.0f, dgates, GH, in.w + d * GH * I, I, d == 0 ? 0.0f : 1.0f, dx, I, pool);
-    Gemm<float>(true, false, GH, I, rows, 1.0f, dgates, GH, in.x, I, 0.0f, dw + d * GH * I, I, pool);
-    Gemm<float>(true, false, GH, H, rows, 1.0f, dgates, GH, hprev, H, 0.0f, dr + d * GH * H, H, pool);
+    // [dW | dR | dB]^T = [x | h | 1]^T dgates, then transposed into place.
+    Gemm<float>(true, false, XH, GH, rows, 1.0f, xh, XH, dgates, GH, 0.0f, dwrb.data(), GH, pool);
+    float* dwd = dw + d * GH * I;
+    float* drd = dr + d * GH * H;
     float* dbd = db + d * 2 * GH;
-    std::fill_n(dbd, GH, 0.0f);
-    for (int64_t row = 0; row < rows; ++row) {
-      const float* src = dgates + row * GH;
-      for (int64_t k = 0; k < GH; ++k) dbd[k] += src[k];
+    for (int64_t g = 0; g < GH; ++g) {
+      for (int64_t i = 0; i < I; ++i) dwd[g * I + i] = dwrb[static_cast<size_t>(i * GH + g)];
+      for (int64_t j = 0; j < H; ++j) drd[g * H + j] = dwrb[static_cast<size_t>((I + j) * GH + g)];
+      dbd[g] = dbd[GH + g] = dwrb[static_cast<size_t>((I + H) * GH + g)];
     }
-    std::copy_n(dbd, GH, dbd + GH);
   }
 }
 
