@@ -323,6 +323,8 @@ size_t KeepRecurrentTraces(Graph& graph) {
       forward.outputs.push_back(rewriter.FreshName(base + "_lstm_trace"));
       grad.inputs = padded(grad.inputs, kTraceInput);
       grad.inputs.push_back(forward.outputs.back());
+      for (std::string& output : grad.outputs)  // gradients nothing reads (X's, say) are not computed
+        if (!output.empty() && rewriter.Reads(output) == 0) output.clear();
       ++count;
       break;
     }

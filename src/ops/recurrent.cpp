@@ -391,9 +391,7 @@ void RunDirection(const Config& c, const Inputs<T>& in, int64_t d, ThreadPool* p
 // ---- float LSTM fast path ----
 // Default activations (sigmoid, tanh, tanh), no clip, no peepholes, no input_forget, every sequence at
 // full length: the gate math runs on vectors and the forward keeps its gates for the backward (the
-// trace, per direction: [rows, 4H] activated gates i, o, f, c; [rows, I + H + 1] rows x, h before the
-// step, 1, so that one GEMM gives dW, dR and dB; [rows, H] c before the step; rows in X's order). The
-// reference loops above stay the oracle for everything else.
+// trace, FastLstmTrace). The reference loops above stay the oracle for everything else.
 namespace fast_lstm {
 
 // Vectors pass between always-inlined functions of this file only, so the ABI -Wpsabi warns about never
@@ -457,41 +455,43 @@ struct Vec {
 ET_LSTM_INLINE float SigmoidScalar(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // One batch row of one step: gates `a` (4H pre-activations, overwritten by the activations), c before
-// the step `cp`; writes the new h and c (h also to `y` when not null).
+// the step `cp`; writes the new h, c and tanh(c) (h also to `y` when not null).
 template <int Bytes>
 ET_LSTM_INLINE void ForwardRowImpl(int64_t H, float* __restrict a, const float* __restrict cp, float* __restrict h,
-                                   float* __restrict c, float* __restrict y) {
+                                   float* __restrict c, float* __restrict tc, float* __restrict y) {
   using V = Vec<Bytes>;
   constexpr int L = V::kLanes;
   int64_t k = 0;
   for (; k + L <= H; k += L) {
     const typename V::F i = V::Sigmoid(V::Load(a + k)), o = V::Sigmoid(V::Load(a + H + k));
     const typename V::F f = V::Sigmoid(V::Load(a + 2 * H + k)), g = V::Tanh(V::Load(a + 3 * H + k));
-    const typename V::F cv = f * V::Load(cp + k) + i * g, hv = o * V::Tanh(cv);
+    const typename V::F cv = f * V::Load(cp + k) + i * g, tcv = V::Tanh(cv), hv = o * tcv;
     V::Store(a + k, i);
     V::Store(a + H + k, o);
     V::Store(a + 2 * H + k, f);
     V::Store(a + 3 * H + k, g);
     V::Store(c + k, cv);
+    V::Store(tc + k, tcv);
     V::Store(h + k, hv);
     if (y) V::Store(y + k, hv);
   }
   for (; k < H; ++k) {
     const float i = SigmoidScalar(a[k]), o = SigmoidScalar(a[H + k]), f = SigmoidScalar(a[2 * H + k]);
-    const float g = std::tanh(a[3 * H + k]), cv = f * cp[k] + i * g, hv = o * std::tanh(cv);
+    const float g = std::tanh(a[3 * H + k]), cv = f * cp[k] + i * g, tcv = std::tanh(cv), hv = o * tcv;
     a[k] = i, a[H + k] = o, a[2 * H + k] = f, a[3 * H + k] = g;
     c[k] = cv;
+    tc[k] = tcv;
     h[k] = hv;
     if (y) y[k] = hv;
   }
 }
 
-// The backward of one batch row of one step from its activated gates `a` and c before the step `cp`:
-// dh is the gradient at h (dy added when not null), dc the one at c (replaced by the one at cp);
-// writes the pre-activation gradients dg (4H).
+// The backward of one batch row of one step from its activated gates `a`, c before the step `cp` and
+// tanh of c after it `tc`: dh is the gradient at h (dy added when not null), dc the one at c (replaced by
+// the one at cp); writes the pre-activation gradients dg (4H).
 template <int Bytes>
 ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const float* __restrict cp,
-                                    const float* __restrict dh, const float* __restrict dy, float* __restrict dc,
+                                    const float* __restrict tc, const float* __restrict dh, const float* __restrict dy, float* __restrict dc,
                                     float* __restrict dg) {
   using V = Vec<Bytes>;
   using F = typename V::F;
@@ -499,22 +499,22 @@ ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const 
   int64_t k = 0;
   for (; k + L <= H; k += L) {
     const F i = V::Load(a + k), o = V::Load(a + H + k), f = V::Load(a + 2 * H + k), g = V::Load(a + 3 * H + k);
-    const F c0 = V::Load(cp + k), tc = V::Tanh(f * c0 + i * g);
+    const F c0 = V::Load(cp + k), t = V::Load(tc + k);
     F dhv = V::Load(dh + k);
     if (dy) dhv += V::Load(dy + k);
-    const F dC = V::Load(dc + k) + dhv * o * (1.0f - tc * tc);
+    const F dC = V::Load(dc + k) + dhv * o * (1.0f - t * t);
     V::Store(dg + k, dC * g * i * (1.0f - i));
-    V::Store(dg + H + k, dhv * tc * o * (1.0f - o));
+    V::Store(dg + H + k, dhv * t * o * (1.0f - o));
     V::Store(dg + 2 * H + k, dC * c0 * f * (1.0f - f));
     V::Store(dg + 3 * H + k, dC * i * (1.0f - g * g));
     V::Store(dc + k, dC * f);
   }
   for (; k < H; ++k) {
     const float i = a[k], o = a[H + k], f = a[2 * H + k], g = a[3 * H + k];
-    const float tc = std::tanh(f * cp[k] + i * g), dhv = dh[k] + (dy ? dy[k] : 0.0f);
-    const float dC = dc[k] + dhv * o * (1.0f - tc * tc);
+    const float t = tc[k], dhv = dh[k] + (dy ? dy[k] : 0.0f);
+    const float dC = dc[k] + dhv * o * (1.0f - t * t);
     dg[k] = dC * g * i * (1.0f - i);
-    dg[H + k] = dhv * tc * o * (1.0f - o);
+    dg[H + k] = dhv * t * o * (1.0f - o);
     dg[2 * H + k] = dC * cp[k] * f * (1.0f - f);
     dg[3 * H + k] = dC * i * (1.0f - g * g);
     dc[k] = dC * f;
@@ -523,20 +523,21 @@ ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const 
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
 __attribute__((target("avx2,fma"))) void ForwardRowAvx2(int64_t H, float* a, const float* cp, float* h, float* c,
-                                                        float* y) {
-  ForwardRowImpl<32>(H, a, cp, h, c, y);
+                                                        float* tc, float* y) {
+  ForwardRowImpl<32>(H, a, cp, h, c, tc, y);
 }
-__attribute__((target("avx2,fma"))) void BackwardRowAvx2(int64_t H, const float* a, const float* cp, const float* dh,
-                                                         const float* dy, float* dc, float* dg) {
-  BackwardRowImpl<32>(H, a, cp, dh, dy, dc, dg);
+__attribute__((target("avx2,fma"))) void BackwardRowAvx2(int64_t H, const float* a, const float* cp, const float* tc,
+                                                         const float* dh, const float* dy, float* dc, float* dg) {
+  BackwardRowImpl<32>(H, a, cp, tc, dh, dy, dc, dg);
 }
-void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* y) {
-  if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, a, cp, h, c, y);
-  ForwardRowImpl<16>(H, a, cp, h, c, y);
+void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, a, cp, h, c, tc, y);
+  ForwardRowImpl<16>(H, a, cp, h, c, tc, y);
 }
-void BackwardRow(int64_t H, const float* a, const float* cp, const float* dh, const float* dy, float* dc, float* dg) {
-  if (CpuHasAvx2Fma()) return BackwardRowAvx2(H, a, cp, dh, dy, dc, dg);
-  BackwardRowImpl<16>(H, a, cp, dh, dy, dc, dg);
+void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
+                 float* dc, float* dg) {
+  if (CpuHasAvx2Fma()) return BackwardRowAvx2(H, a, cp, tc, dh, dy, dc, dg);
+  BackwardRowImpl<16>(H, a, cp, tc, dh, dy, dc, dg);
 }
 #else
 #if defined(__AVX2__)
@@ -544,11 +545,12 @@ constexpr int kBytes = 32;
 #else
 constexpr int kBytes = 16;
 #endif
-void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* y) {
-  ForwardRowImpl<kBytes>(H, a, cp, h, c, y);
+void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  ForwardRowImpl<kBytes>(H, a, cp, h, c, tc, y);
 }
-void BackwardRow(int64_t H, const float* a, const float* cp, const float* dh, const float* dy, float* dc, float* dg) {
-  BackwardRowImpl<kBytes>(H, a, cp, dh, dy, dc, dg);
+void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
+                 float* dc, float* dg) {
+  BackwardRowImpl<kBytes>(H, a, cp, tc, dh, dy, dc, dg);
 }
 #endif
 
@@ -564,42 +566,55 @@ bool FastLstmApplies(const Config& c, const Inputs<float>& in) {
   return std::all_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len == c.seq; });
 }
 
+// Values of one direction's trace, in X's row order: [rows, 4H] activated gates i, o, f, c; [rows, XH]
+// rows x, 1, h before the step (one GEMM then gives dW, dB and dR); [rows, H] c before the step; [rows, H]
+// tanh of c after it.
+template <typename P>  // float or const float
+struct FastLstmTrace {
+  int64_t xh_cols;
+  P *gates, *xh, *cprev, *tanh_c;
+  FastLstmTrace(const Config& c, P* trace, int64_t d) {
+    const int64_t H = c.hidden, rows = c.seq * c.batch;
+    xh_cols = c.input + 1 + H;
+    gates = trace + d * rows * (c.GH() + xh_cols + 2 * H);
+    xh = gates + rows * c.GH();
+    cprev = xh + rows * xh_cols;
+    tanh_c = cprev + rows * H;
+  }
+};
+
 int64_t FastLstmTraceSize(const Config& c) {
-  return c.dirs * c.seq * c.batch * (6 * c.hidden + c.input + 1);
+  return c.dirs * c.seq * c.batch * (c.GH() + c.input + 1 + 3 * c.hidden);
 }
 
 // Forward of every direction: Y (when y), Y_h and Y_c, and the trace (FastLstmTraceSize values).
 void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool, float* y, float* yh, float* yc,
                      float* trace) {
-  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B, XH = I + H + 1;
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
   // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
+  std::vector<float> wb(static_cast<size_t>(GH * (I + 1)));
   for (int64_t d = 0; d < c.dirs; ++d) {
-    float* gates = trace + d * rows * (6 * H + I + 1);
-    float* xh = gates + rows * GH;
-    float* cprev = xh + rows * XH;
+    const FastLstmTrace<float> tr(c, trace, d);
+    const int64_t XH = tr.xh_cols;
     const float* w = in.w + d * GH * I;
     const float* r = in.r + d * GH * H;
-    Gemm<float>(false, true, rows, GH, I, 1.0f, in.x, I, w, I, 0.0f, gates, GH, pool);
     for (int64_t row = 0; row < rows; ++row) {
-      std::copy_n(in.x + row * I, I, xh + row * XH);
-      xh[row * XH + I + H] = 1.0f;
+      std::copy_n(in.x + row * I, I, tr.xh + row * XH);
+      tr.xh[row * XH + I] = 1.0f;
     }
-    if (in.b) {
-      const float* wb = in.b + d * 2 * GH;
-      std::vector<float> bias(static_cast<size_t>(GH));
-      for (int64_t k = 0; k < GH; ++k) bias[static_cast<size_t>(k)] = wb[k] + wb[GH + k];
-      for (int64_t row = 0; row < rows; ++row) {
-        float* dst = gates + row * GH;
-        for (int64_t k = 0; k < GH; ++k) dst[k] += bias[static_cast<size_t>(k)];
-      }
+    // The input projection of every step with both biases: [x | 1] [W | Wb + Rb]^T.
+    for (int64_t g = 0; g < GH; ++g) {
+      std::copy_n(w + g * I, I, wb.data() + g * (I + 1));
+      wb[static_cast<size_t>(g * (I + 1) + I)] = in.b ? in.b[d * 2 * GH + g] + in.b[d * 2 * GH + GH + g] : 0.0f;
     }
+    Gemm<float>(false, true, rows, GH, I + 1, 1.0f, tr.xh, XH, wb.data(), I + 1, 0.0f, tr.gates, GH, pool);
     for (int64_t s = 0; s < c.seq; ++s) {
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
       const int64_t row0 = c.XRow(t, 0);
-      float* hp = xh + row0 * XH + I;
-      float* cp = cprev + row0 * H;
+      float* hp = tr.xh + row0 * XH + I + 1;
+      float* cp = tr.cprev + row0 * H;
       if (s == 0)
         for (int64_t b = 0; b < B; ++b) {
           float* hb = hp + b * step_rows * XH;
@@ -608,32 +623,33 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
       if (s > 0 || in.h0)
-        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, gates + row0 * GH, step_rows * GH,
-                    pool);
+        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, tr.gates + row0 * GH,
+                    step_rows * GH, pool);
       // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
       const bool last = s == c.seq - 1;
       for (int64_t b = 0; b < B; ++b) {
-        float* hn = last ? yh + c.StateOffset(d, b) : xh + c.XRow(next, b) * XH + I;
-        float* cn = last ? yc + c.StateOffset(d, b) : cprev + c.XRow(next, b) * H;
-        fast_lstm::ForwardRow(H, gates + (row0 + b * step_rows) * GH, cp + b * step_rows * H, hn, cn,
+        const int64_t row = row0 + b * step_rows;
+        float* hn = last ? yh + c.StateOffset(d, b) : tr.xh + c.XRow(next, b) * XH + I + 1;
+        float* cn = last ? yc + c.StateOffset(d, b) : tr.cprev + c.XRow(next, b) * H;
+        fast_lstm::ForwardRow(H, tr.gates + row * GH, tr.cprev + row * H, hn, cn, tr.tanh_c + row * H,
                               y ? y + c.YOffset(t, d, b) : nullptr);
       }
     }
   }
 }
 
-// Backward of every direction from the trace; dx, dw, dr, db, dh0, dc0 are the LSTMGrad outputs.
+// Backward of every direction from the trace; dx, dw, dr, db, dh0, dc0 are the LSTMGrad outputs (dx, dh0
+// and dc0 may be null: not requested).
 void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace, const float* dy,
                       const float* dyh, const float* dyc, float* dgates, float* dx, float* dw, float* dr, float* db,
                       float* dh0, float* dc0) {
-  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B, XH = I + H + 1;
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
   std::vector<float> dh(static_cast<size_t>(B * H)), dc(static_cast<size_t>(B * H));
-  std::vector<float> dwrb(static_cast<size_t>(XH * GH));
+  std::vector<float> dwrb(static_cast<size_t>((I + 1 + H) * GH));
   for (int64_t d = 0; d < c.dirs; ++d) {
-    const float* gates = trace + d * rows * (6 * H + I + 1);
-    const float* xh = gates + rows * GH;
-    const float* cprev = xh + rows * XH;
+    const FastLstmTrace<const float> tr(c, trace, d);
+    const int64_t XH = tr.xh_cols;
     const float* r = in.r + d * GH * H;
     for (int64_t b = 0; b < B; ++b) {
       float* dhb = dh.data() + b * H;
@@ -646,7 +662,7 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
       const int64_t row0 = c.XRow(t, 0);
       for (int64_t b = 0; b < B; ++b) {
         const int64_t row = row0 + b * step_rows;
-        fast_lstm::BackwardRow(H, gates + row * GH, cprev + row * H, dh.data() + b * H,
+        fast_lstm::BackwardRow(H, tr.gates + row * GH, tr.cprev + row * H, tr.tanh_c + row * H, dh.data() + b * H,
                                dy ? dy + c.YOffset(t, d, b) : nullptr, dc.data() + b * H, dgates + row * GH);
       }
       if (s > 0 || dh0)
@@ -656,16 +672,18 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
       if (dh0) std::copy_n(dh.data() + b * H, H, dh0 + c.StateOffset(d, b));
       if (dc0) std::copy_n(dc.data() + b * H, H, dc0 + c.StateOffset(d, b));
     }
-    Gemm<float>(false, false, rows, I, GH, 1.0f, dgates, GH, in.w + d * GH * I, I, d == 0 ? 0.0f : 1.0f, dx, I, pool);
-    // [dW | dR | dB]^T = [x | h | 1]^T dgates, then transposed into place.
-    Gemm<float>(true, false, XH, GH, rows, 1.0f, xh, XH, dgates, GH, 0.0f, dwrb.data(), GH, pool);
+    if (dx)
+      Gemm<float>(false, false, rows, I, GH, 1.0f, dgates, GH, in.w + d * GH * I, I, d == 0 ? 0.0f : 1.0f, dx, I,
+                  pool);
+    // [dW | dB | dR]^T = [x | 1 | h]^T dgates, then transposed into place.
+    Gemm<float>(true, false, XH, GH, rows, 1.0f, tr.xh, XH, dgates, GH, 0.0f, dwrb.data(), GH, pool);
     float* dwd = dw + d * GH * I;
     float* drd = dr + d * GH * H;
     float* dbd = db + d * 2 * GH;
     for (int64_t g = 0; g < GH; ++g) {
       for (int64_t i = 0; i < I; ++i) dwd[g * I + i] = dwrb[static_cast<size_t>(i * GH + g)];
-      for (int64_t j = 0; j < H; ++j) drd[g * H + j] = dwrb[static_cast<size_t>((I + j) * GH + g)];
-      dbd[g] = dbd[GH + g] = dwrb[static_cast<size_t>((I + H) * GH + g)];
+      dbd[g] = dbd[GH + g] = dwrb[static_cast<size_t>(I * GH + g)];
+      for (int64_t j = 0; j < H; ++j) drd[g * H + j] = dwrb[static_cast<size_t>((I + 1 + j) * GH + g)];
     }
   }
 }
@@ -778,7 +796,8 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
         FastLstmForward(c, in, pool, nullptr, yh.data(), yc.data(), own);
         trace = own;
       }
-      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, dgates, dx, dw, dr, db, dh0, dc0);
+      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, dgates, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
+                       ctx.HasOutput(4) ? dh0 : nullptr, ctx.HasOutput(5) ? dc0 : nullptr);
       return;
     }
   }
