@@ -594,6 +594,9 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
   // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
   std::vector<float> wb(static_cast<size_t>(GH * (I + 1)));
+  // Exporters pass zeros as initial_h (PyTorch's ConstantOfShape): then the first step has no recurrent term.
+  const int64_t states = c.dirs * B * H;
+  const bool h0_zero = !in.h0 || std::all_of(in.h0, in.h0 + states, [](float v) { return v == 0.0f; });
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<float> tr(c, trace, d);
     const int64_t XH = tr.xh_cols;
@@ -622,7 +625,7 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
           if (in.h0) std::copy_n(in.h0 + c.StateOffset(d, b), H, hb); else std::fill_n(hb, H, 0.0f);
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
-      if (s > 0 || in.h0)
+      if (s > 0 || !h0_zero)
         Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, tr.gates + row0 * GH,
                     step_rows * GH, pool);
       // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
@@ -680,11 +683,20 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
     float* dwd = dw + d * GH * I;
     float* drd = dr + d * GH * H;
     float* dbd = db + d * 2 * GH;
-    for (int64_t g = 0; g < GH; ++g) {
-      for (int64_t i = 0; i < I; ++i) dwd[g * I + i] = dwrb[static_cast<size_t>(i * GH + g)];
-      dbd[g] = dbd[GH + g] = dwrb[static_cast<size_t>(I * GH + g)];
-      for (int64_t j = 0; j < H; ++j) drd[g * H + j] = dwrb[static_cast<size_t>((I + 1 + j) * GH + g)];
-    }
+    constexpr int64_t kTile = 16;  // transposed in tiles that stay in L1
+    for (int64_t g0 = 0; g0 < GH; g0 += kTile)
+      for (int64_t k0 = 0; k0 < XH; k0 += kTile)
+        for (int64_t g = g0; g < std::min(GH, g0 + kTile); ++g)
+          for (int64_t k = k0; k < std::min(XH, k0 + kTile); ++k) {
+            const float v = dwrb[static_cast<size_t>(k * GH + g)];
+            if (k < I) {
+              dwd[g * I + k] = v;
+            } else if (k == I) {
+              dbd[g] = dbd[GH + g] = v;
+            } else {
+              drd[g * H + k - I - 1] = v;
+            }
+          }
   }
 }
 
