@@ -418,11 +418,21 @@ struct Vec {
   }
   static ET_LSTM_INLINE void Store(float* p, F v) { __builtin_memcpy(p, &v, sizeof(F)); }
   static ET_LSTM_INLINE F Splat(float x) { return F{} + x; }
+  // a where `mask` (a vector comparison) is set, b elsewhere.
+  static ET_LSTM_INLINE F Select(I mask, F a, F b) {
+    I ai, bi;
+    __builtin_memcpy(&ai, &a, sizeof(F));
+    __builtin_memcpy(&bi, &b, sizeof(F));
+    const I out = (ai & mask) | (bi & ~mask);
+    F r;
+    __builtin_memcpy(&r, &out, sizeof(F));
+    return r;
+  }
   // exp with Cephes' polynomial on [-ln2/2, ln2/2] (relative error about 2e-7), inputs clamped to
   // [-87.3, 88] so that 2^n stays a normal float.
   static ET_LSTM_INLINE F Exp(F x) {
-    x = x < Splat(-87.3f) ? Splat(-87.3f) : x;
-    x = x > Splat(88.0f) ? Splat(88.0f) : x;
+    x = Select(x < Splat(-87.3f), Splat(-87.3f), x);
+    x = Select(x > Splat(88.0f), Splat(88.0f), x);
     const F shift = Splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
     const F rounded = x * 1.44269504088896341f + shift;
     const F n = rounded - shift;
@@ -448,7 +458,7 @@ struct Vec {
     const F t = 2.0f / (1.0f + Exp(-2.0f * x)) - 1.0f;
     const F x2 = x * x;
     const F small = x * (1.0f + x2 * (-0.333333333f + x2 * 0.133333333f));
-    return x2 < Splat(0.00390625f) ? small : t;
+    return Select(x2 < Splat(0.00390625f), small, t);
   }
 };
 
