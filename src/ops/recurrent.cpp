@@ -597,13 +597,19 @@ int64_t FastLstmTraceSize(const Config& c) {
   return c.dirs * c.seq * c.batch * (c.GH() + c.input + 1 + 3 * c.hidden);
 }
 
+// Values of scratch FastLstmForward and FastLstmBackward take.
+int64_t FastLstmForwardWork(const Config& c) { return c.GH() * (c.input + 1); }
+int64_t FastLstmBackwardWork(const Config& c) {
+  return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH();
+}
+
 // Forward of every direction: Y (when y), Y_h and Y_c, and the trace (FastLstmTraceSize values).
 void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool, float* y, float* yh, float* yc,
-                     float* trace) {
+                     float* trace, float* work) {
   const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
   // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
-  std::vector<float> wb(static_cast<size_t>(GH * (I + 1)));
+  float* wb = work;  // [GH, I + 1]
   // Exporters pass zeros as initial_h (PyTorch's ConstantOfShape): then the first step has no recurrent term.
   const int64_t states = c.dirs * B * H;
   const bool h0_zero = !in.h0 || std::all_of(in.h0, in.h0 + states, [](float v) { return v == 0.0f; });
@@ -618,10 +624,10 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
     }
     // The input projection of every step with both biases: [x | 1] [W | Wb + Rb]^T.
     for (int64_t g = 0; g < GH; ++g) {
-      std::copy_n(w + g * I, I, wb.data() + g * (I + 1));
-      wb[static_cast<size_t>(g * (I + 1) + I)] = in.b ? in.b[d * 2 * GH + g] + in.b[d * 2 * GH + GH + g] : 0.0f;
+      std::copy_n(w + g * I, I, wb + g * (I + 1));
+      wb[g * (I + 1) + I] = in.b ? in.b[d * 2 * GH + g] + in.b[d * 2 * GH + GH + g] : 0.0f;
     }
-    Gemm<float>(false, true, rows, GH, I + 1, 1.0f, tr.xh, XH, wb.data(), I + 1, 0.0f, tr.gates, GH, pool);
+    Gemm<float>(false, true, rows, GH, I + 1, 1.0f, tr.xh, XH, wb, I + 1, 0.0f, tr.gates, GH, pool);
     for (int64_t s = 0; s < c.seq; ++s) {
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
@@ -654,19 +660,21 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
 // Backward of every direction from the trace; dx, dw, dr, db, dh0, dc0 are the LSTMGrad outputs (dx, dh0
 // and dc0 may be null: not requested).
 void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace, const float* dy,
-                      const float* dyh, const float* dyc, float* dgates, float* dx, float* dw, float* dr, float* db,
-                      float* dh0, float* dc0) {
+                      const float* dyh, const float* dyc, float* dx, float* dw, float* dr, float* db, float* dh0,
+                      float* dc0, float* work) {
   const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
-  std::vector<float> dh(static_cast<size_t>(B * H)), dc(static_cast<size_t>(B * H));
-  std::vector<float> dwrb(static_cast<size_t>((I + 1 + H) * GH));
+  float* dgates = work;  // [rows, GH] in X's row order
+  float* dh = dgates + rows * GH;
+  float* dc = dh + B * H;
+  float* dwrb = dc + B * H;  // [I + 1 + H, GH]
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<const float> tr(c, trace, d);
     const int64_t XH = tr.xh_cols;
     const float* r = in.r + d * GH * H;
     for (int64_t b = 0; b < B; ++b) {
-      float* dhb = dh.data() + b * H;
-      float* dcb = dc.data() + b * H;
+      float* dhb = dh + b * H;
+      float* dcb = dc + b * H;
       if (dyh) std::copy_n(dyh + c.StateOffset(d, b), H, dhb); else std::fill_n(dhb, H, 0.0f);
       if (dyc) std::copy_n(dyc + c.StateOffset(d, b), H, dcb); else std::fill_n(dcb, H, 0.0f);
     }
@@ -675,21 +683,21 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
       const int64_t row0 = c.XRow(t, 0);
       for (int64_t b = 0; b < B; ++b) {
         const int64_t row = row0 + b * step_rows;
-        fast_lstm::BackwardRow(H, tr.gates + row * GH, tr.cprev + row * H, tr.tanh_c + row * H, dh.data() + b * H,
-                               dy ? dy + c.YOffset(t, d, b) : nullptr, dc.data() + b * H, dgates + row * GH);
+        fast_lstm::BackwardRow(H, tr.gates + row * GH, tr.cprev + row * H, tr.tanh_c + row * H, dh + b * H,
+                               dy ? dy + c.YOffset(t, d, b) : nullptr, dc + b * H, dgates + row * GH);
       }
       if (s > 0 || dh0)
-        Gemm<float>(false, false, B, H, GH, 1.0f, dgates + row0 * GH, step_rows * GH, r, H, 0.0f, dh.data(), H, pool);
+        Gemm<float>(false, false, B, H, GH, 1.0f, dgates + row0 * GH, step_rows * GH, r, H, 0.0f, dh, H, pool);
     }
     for (int64_t b = 0; b < B; ++b) {
-      if (dh0) std::copy_n(dh.data() + b * H, H, dh0 + c.StateOffset(d, b));
-      if (dc0) std::copy_n(dc.data() + b * H, H, dc0 + c.StateOffset(d, b));
+      if (dh0) std::copy_n(dh + b * H, H, dh0 + c.StateOffset(d, b));
+      if (dc0) std::copy_n(dc + b * H, H, dc0 + c.StateOffset(d, b));
     }
     if (dx)
       Gemm<float>(false, false, rows, I, GH, 1.0f, dgates, GH, in.w + d * GH * I, I, d == 0 ? 0.0f : 1.0f, dx, I,
                   pool);
     // [dW | dB | dR]^T = [x | 1 | h]^T dgates, then transposed into place.
-    Gemm<float>(true, false, XH, GH, rows, 1.0f, tr.xh, XH, dgates, GH, 0.0f, dwrb.data(), GH, pool);
+    Gemm<float>(true, false, XH, GH, rows, 1.0f, tr.xh, XH, dgates, GH, 0.0f, dwrb, GH, pool);
     float* dwd = dw + d * GH * I;
     float* drd = dr + d * GH * H;
     float* dbd = db + d * 2 * GH;
@@ -698,7 +706,7 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
       for (int64_t k0 = 0; k0 < XH; k0 += kTile)
         for (int64_t g = g0; g < std::min(GH, g0 + kTile); ++g)
           for (int64_t k = k0; k < std::min(XH, k0 + kTile); ++k) {
-            const float v = dwrb[static_cast<size_t>(k * GH + g)];
+            const float v = dwrb[k * GH + g];
             if (k < I) {
               dwd[g * I + k] = v;
             } else if (k == I) {
@@ -727,12 +735,10 @@ void ForwardTyped(KernelContext& ctx, Cell cell) {
     const int64_t size = fast ? FastLstmTraceSize(c) : 0;
     float* kept = ctx.HasOutput(3) ? ctx.Output(3, {size}, DataType::kFloat32).data<float>() : nullptr;
     if (fast) {
-      if (kept) {
-        FastLstmForward(c, in, &ctx.threads(), y, yh, yc, kept);
-      } else {
-        NodeScratch<float> scratch(ctx, static_cast<size_t>(size));
-        FastLstmForward(c, in, &ctx.threads(), y, yh, yc, scratch.Take(static_cast<size_t>(size)).data());
-      }
+      const size_t work = static_cast<size_t>(FastLstmForwardWork(c));
+      NodeScratch<float> scratch(ctx, work + (kept ? 0 : static_cast<size_t>(size)));
+      float* trace = kept ? kept : scratch.Take(static_cast<size_t>(size)).data();
+      FastLstmForward(c, in, &ctx.threads(), y, yh, yc, trace, scratch.Take(work).data());
       return;
     }
   }
@@ -807,19 +813,21 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
       const size_t trace_size = static_cast<size_t>(FastLstmTraceSize(c));
       const bool kept = ctx.HasInput(11) && ctx.Input(11).dtype() == DataType::kFloat32 &&
                         ctx.Input(11).numel() == FastLstmTraceSize(c);
-      NodeScratch<float> scratch(ctx, static_cast<size_t>(rows * GH) + (kept ? 0 : trace_size));
-      float* dgates = scratch.Take(static_cast<size_t>(rows * GH)).data();
+      const size_t work = static_cast<size_t>(FastLstmBackwardWork(c));
+      const size_t states = static_cast<size_t>(c.dirs * B * H);
+      const size_t forward_work = static_cast<size_t>(FastLstmForwardWork(c));
+      NodeScratch<float> scratch(ctx, work + (kept ? 0 : trace_size + 2 * states + forward_work));
       const float* trace = nullptr;
       if (kept) {
         trace = ctx.Input(11).data<float>();
       } else {  // run the forward again for its trace
         float* own = scratch.Take(trace_size).data();
-        std::vector<float> yh(static_cast<size_t>(c.dirs * B * H)), yc(yh.size());
-        FastLstmForward(c, in, pool, nullptr, yh.data(), yc.data(), own);
+        float* yh = scratch.Take(states).data();
+        FastLstmForward(c, in, pool, nullptr, yh, scratch.Take(states).data(), own, scratch.Take(forward_work).data());
         trace = own;
       }
-      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, dgates, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
-                       ctx.HasOutput(4) ? dh0 : nullptr, ctx.HasOutput(5) ? dc0 : nullptr);
+      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
+                       ctx.HasOutput(4) ? dh0 : nullptr, ctx.HasOutput(5) ? dc0 : nullptr, scratch.Take(work).data());
       return;
     }
   }
