@@ -501,7 +501,8 @@ ET_LSTM_INLINE void ForwardRowImpl(int64_t H, float* __restrict a, const float* 
 // the one at cp); writes the pre-activation gradients dg (4H).
 template <int Bytes>
 ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const float* __restrict cp,
-                                    const float* __restrict tc, const float* __restrict dh, const float* __restrict dy, float* __restrict dc,
+                                    const float* __restrict tc, const float* __restrict dh,
+                                    const float* __restrict dy, float* __restrict dc,
                                     float* __restrict dg) {
   using V = Vec<Bytes>;
   using F = typename V::F;
@@ -568,7 +569,8 @@ void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, co
 
 // Whether the float LSTM fast path computes this node (see fast_lstm).
 bool FastLstmApplies(const Config& c, const Inputs<float>& in) {
-  if (c.cell != Cell::kLstm || c.clip > 0 || c.input_forget || in.p) return false;
+  if (c.cell != Cell::kLstm || c.clip > 0 || c.input_forget || in.p || c.seq == 0 || c.batch == 0 || c.hidden == 0)
+    return false;
   for (int64_t d = 0; d < c.dirs; ++d)
     if (c.Act(d, 0).kind != Activation::Kind::kSigmoid || c.Act(d, 1).kind != Activation::Kind::kTanh ||
         c.Act(d, 2).kind != Activation::Kind::kTanh)
