@@ -845,6 +845,7 @@ Session::Session(Model model, SessionOptions options)
     const OpRegistry& ops = OpRegistry::Global();  // an operator-reduced build may lack a fused kernel
     FoldBatchNormIntoConv(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ConvReluMaxPool", 1)) FuseConvReluMaxPool(model_.graph);
+    if (ops.Find("", "LSTM", 14) && ops.Find(kEdgetrainDomain, "LSTMGrad", 1)) KeepRecurrentTraces(model_.graph);
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
   }
