@@ -51,12 +51,19 @@ concept HasShapeRule = requires(const A& a, const std::vector<const ValueInfo*>&
   { a.OutputTypes(inputs) } -> std::same_as<std::vector<ValueInfo>>;
 };
 
-// Attaches A's parser (and shape rule, if A has one) to a registered entry.
+// Attaches A's parser to a registered entry (an operator that shares another's attributes, not its shapes).
 template <typename A>
-OpKernelEntry& WithAttributes(OpKernelEntry& entry) {
+OpKernelEntry& WithAttributeParser(OpKernelEntry& entry) {
   entry.parse_attributes = [](const Node& node, int64_t opset) {
     return std::pair<const void*, std::shared_ptr<void>>(&kAttributesKey<A>, std::make_shared<A>(A::Parse(node, opset)));
   };
+  return entry;
+}
+
+// Attaches A's parser and, if A has one, its shape rule.
+template <typename A>
+OpKernelEntry& WithAttributes(OpKernelEntry& entry) {
+  WithAttributeParser<A>(entry);
   if constexpr (HasShapeRule<A>)
     entry.shape_rule = [](const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
       return A::Parse(node, opset).OutputTypes(inputs);
@@ -78,7 +85,3 @@ inline Dim FixedDim(int64_t value) { return Dim{value, {}}; }
 void InferTypesByRules(Model& model);
 
 }  // namespace edgetrain
-
-// Registers the default-domain kernel for op_type (named once), compiled in only when the build includes it;
-// yields the entry, e.g. ET_REGISTER_ONNX(r, "Relu", Relu).in_place = true;
-#define ET_REGISTER_ONNX(r, op_type, ...) ET_IF_BUILT("", op_type)::edgetrain::RegisterOnnx(r, op_type, __VA_ARGS__)

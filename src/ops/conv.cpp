@@ -981,7 +981,7 @@ void RegisterConv(OpRegistry& r) {
     r.SetGradient("Conv", ConvGradient);
   }
   ET_IF_BUILT("ai.edgetrain", "ConvGrad")
-  WithAttributes<ConvAttributes>(RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction()));
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1225,9 +1225,9 @@ void RegisterConvOps(OpRegistry& r) {
   RegisterConv(r);
   RegisterConvTranspose(r);
   ET_IF_BUILT("ai.edgetrain", "ConvReluMaxPool")
-  WithAttributes<ConvAttributes>(RegisterFused(r, "ConvReluMaxPool", ConvReluMaxPoolKernel, ConvReluMaxPoolFunction()));
-  ET_IF_BUILT("", "ConvInteger") WithAttributes<ConvAttributes>(RegisterOnnx(r, "ConvInteger", ConvIntegerKernel));
-  ET_IF_BUILT("", "QLinearConv") WithAttributes<ConvAttributes>(RegisterOnnx(r, "QLinearConv", QLinearConvKernel));
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ConvReluMaxPool", ConvReluMaxPoolKernel, ConvReluMaxPoolFunction()));
+  ET_IF_BUILT("", "ConvInteger") WithAttributeParser<ConvAttributes>(RegisterOnnx(r, "ConvInteger", ConvIntegerKernel));
+  ET_IF_BUILT("", "QLinearConv") WithAttributeParser<ConvAttributes>(RegisterOnnx(r, "QLinearConv", QLinearConvKernel));
 }
 
 }  // namespace edgetrain
