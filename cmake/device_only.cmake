@@ -8,6 +8,7 @@ set_source_files_properties(
   src/onnx/ort_format.cpp src/checkpoint/checkpoint.cpp src/training/checkpoint_state.cpp src/core/npy.cpp
   src/core/atomic_file.cpp src/capi/c_api.cpp src/training/ort_layout.cpp src/training/artifact_contract.cpp
   src/training/lr_scheduler.cpp src/ir/passes.cpp src/ir/graph.cpp src/runtime/session.cpp
+  src/runtime/arena_plan.cpp src/runtime/memory_budget.cpp
   src/training/training_session.cpp src/ops/registry.cpp src/core/dtype.cpp
   PROPERTIES COMPILE_OPTIONS -Os)
 target_sources(edgetrain_device PRIVATE src/capi/c_api_device_only.cpp)

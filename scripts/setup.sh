@@ -20,6 +20,7 @@ packages=(
   python3-torchvision python3-venv                  # the model zoo (tests/model_zoo_test.py); PyPI peers' venvs
   python3-matplotlib                                # federated learning: the accuracy plot
   clang libclang-rt-14-dev libomp-14-dev            # reliability: ASan/UBSan/TSan builds and libFuzzer harnesses
+  clang-tidy                                        # ctest complexity_hot_spots: cognitive complexity of split code
   g++-aarch64-linux-gnu qemu-user                   # aarch64: cross build, tests under qemu (scripts/cross_aarch64.sh)
   libnanopb-dev                                     # the device runtime's .onnx codec (nanopb's wire primitives)
   emscripten nodejs chromium                        # the browser: WebAssembly build (web/), headless Chromium tests

@@ -354,5 +354,111 @@ TEST_F(Fusion, ConvReluMaxPoolWithBadPoolingAttributesIsAnError) {
   }
 }
 
+
+// LSTM + LSTMGrad in float32 (the fast path: vector gate math; fused, the LSTM hands its gates to the
+// LSTMGrad through a fourth output instead of the LSTMGrad running it again) against the same graph in
+// float64, which the reference loops compute; sizes where the vector loops have a scalar tail.
+struct LstmCase {
+  std::string name;
+  std::string direction = "forward";
+  int64_t layout = 0;
+  bool bias = true, states = true, full_lengths = false, short_lengths = false, activations = false;
+  bool only_parameter_gradients = false;  // dX, d_initial_h and d_initial_c unread: the fused LSTMGrad skips them
+};
+
+Model LstmWithGradient(const LstmCase& k, DataType dtype, const std::map<std::string, Tensor>& feeds) {
+  Model model;
+  model.source = "lstm fast path test";
+  model.opsets = {{"", 14}};
+  for (const auto& [name, t] : feeds) model.graph.inputs.push_back(ValueInfoOf(name, t.dtype(), t.shape()));
+  Node lstm;
+  lstm.name = "lstm";
+  lstm.op_type = "LSTM";
+  lstm.inputs = {"x", "w", "r", k.bias ? "b" : "", k.full_lengths || k.short_lengths ? "lens" : "",
+                 k.states ? "h0" : "", k.states ? "c0" : ""};
+  lstm.outputs = {"y", "y_h", "y_c"};
+  lstm.attributes = {{"hidden_size", Attribute::Int(10)}, {"direction", Attribute::String(k.direction)},
+                     {"layout", Attribute::Int(k.layout)}};
+  if (k.activations) {
+    Attribute names;
+    names.kind = Attribute::Kind::kStrings;
+    names.strings = {"Sigmoid", "Tanh", "Tanh"};
+    lstm.attributes["activations"] = names;
+  }
+  Node grad = lstm;
+  grad.name = "lstm_grad";
+  grad.op_type = "LSTMGrad";
+  grad.domain = kEdgetrainDomain;
+  grad.opset = 1;
+  grad.inputs.resize(8);
+  grad.inputs.insert(grad.inputs.end(), {"dy", "dy_h", "dy_c"});
+  grad.outputs = {"dx", "dw", "dr", "db", "dh0", "dc0", "dp"};
+  model.graph.nodes = {lstm, grad};
+  for (const char* name : {"y", "y_h", "y_c", "dx", "dw", "dr", "db", "dh0", "dc0"})
+    if (!k.only_parameter_gradients || (name[0] != 'd' || name[1] == 'w' || name[1] == 'r' || name[1] == 'b'))
+      model.graph.outputs.push_back(ValueInfoOf(name, dtype, {}));
+  return model;
+}
+
+TEST(RecurrentFastPath, LstmFloat32MatchesFloat64ReferenceWithAndWithoutKeptTrace) {
+  const std::vector<LstmCase> cases = {
+      {"forward", "forward", 0, true, true},
+      {"defaults", "forward", 0, false, false},
+      {"reverse_layout1", "reverse", 1, true, true, true},
+      {"bidirectional", "bidirectional", 0, true, false, false, false, true},
+      {"bidirectional_layout1", "bidirectional", 1, false, true},
+      {"short_lengths_reference", "bidirectional", 0, true, true, false, true},
+      {"parameter_gradients_only", "bidirectional", 1, true, true, false, false, false, true},
+  };
+  const int64_t seq = 5, batch = 3, input = 4, hidden = 10;
+  for (const LstmCase& k : cases) {
+    SCOPED_TRACE(k.name);
+    const int64_t dirs = k.direction == "bidirectional" ? 2 : 1;
+    const Shape x_shape = k.layout ? Shape{batch, seq, input} : Shape{seq, batch, input};
+    const Shape y_shape = k.layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};
+    const Shape state = k.layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
+    std::map<std::string, Tensor> doubles = {
+        {"x", RandomTensor(x_shape, 1, -2, 2)},       {"w", RandomTensor({dirs, 4 * hidden, input}, 2)},
+        {"r", RandomTensor({dirs, 4 * hidden, hidden}, 3)}, {"dy", RandomTensor(y_shape, 4)},
+        {"dy_h", RandomTensor(state, 5)},              {"dy_c", RandomTensor(state, 6)}};
+    if (k.bias) doubles["b"] = RandomTensor({dirs, 8 * hidden}, 7);
+    if (k.states) {
+      doubles["h0"] = RandomTensor(state, 8);
+      doubles["c0"] = RandomTensor(state, 9);
+    }
+    std::map<std::string, Tensor> floats;
+    for (const auto& [name, t] : doubles) {
+      const std::vector<double> values = t.ToDoubleVector();
+      floats[name] = Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), t.shape());
+    }
+    if (k.full_lengths || k.short_lengths) {
+      const Tensor lens = Tensor::FromVector<int32_t>(
+          k.short_lengths ? std::vector<int32_t>{5, 2, 0} : std::vector<int32_t>{5, 5, 5}, {batch});
+      doubles["lens"] = floats["lens"] = lens;
+    }
+    const Model model64 = LstmWithGradient(k, DataType::kFloat64, doubles);
+    const Model model32 = LstmWithGradient(k, DataType::kFloat32, floats);
+    SessionOptions plain;
+    plain.fuse_operators = false;
+    Session reference(model64), fused(model32), unfused(model32, plain);
+    const Node& forward = fused.model().graph.nodes.at(0);
+    ASSERT_EQ(forward.outputs.size(), 4u) << k.name << ": the LSTM keeps its trace for the LSTMGrad";
+    if (k.only_parameter_gradients) {
+      EXPECT_TRUE(fused.model().graph.nodes.at(1).outputs.at(0).empty()) << "dX is read by nothing: not computed";
+    }
+    Model traced = fused.model();  // the fused graph with the trace as an output too
+    traced.graph.outputs.push_back(ValueInfoOf(forward.outputs[3], DataType::kFloat32, {}));
+    const Tensor trace = Session(traced, plain).Run(floats, {forward.outputs[3]}).at(0);
+    EXPECT_EQ(trace.numel(), k.short_lengths ? 0 : dirs * seq * batch * (7 * hidden + input + 1)) << k.name;
+    const std::vector<Tensor> expected = reference.Run(doubles), kept = fused.Run(floats), again = unfused.Run(floats);
+    ASSERT_EQ(kept.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const std::string label = k.name + " output " + model32.graph.outputs[i].name;
+      ExpectValuesNear(kept[i], expected[i].shape(), expected[i].ToDoubleVector(), 2e-5, label + " (trace kept)");
+      ExpectValuesNear(again[i], expected[i].shape(), expected[i].ToDoubleVector(), 2e-5, label + " (recomputed)");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace edgetrain::testing

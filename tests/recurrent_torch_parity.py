@@ -4,6 +4,8 @@ bidirectional, batch_first, learned initial states) exported with torch.onnx.exp
 PyTorch's loss and every parameter gradient within 1e-4 relative (float64 on both sides).
 
 Run with Debian's interpreter: /usr/bin/python3 tests/recurrent_torch_parity.py --edgetrain build/edgetrain
+--float32 checks the float32 LSTM fast path instead: nn.LSTM at the sequential Fashion-MNIST sizes (28 steps,
+batch 64, 28 inputs, 128 hidden) in float32 on both sides, within 1e-4 relative.
 """
 import argparse
 import os
@@ -20,14 +22,16 @@ RELATIVE_TOLERANCE = 1e-4
 
 
 class Recurrent(torch.nn.Module):
-    def __init__(self, kind, layers, bidirectional, batch_first, initial_state, **extra):
+    def __init__(self, kind, layers, bidirectional, batch_first, initial_state, inputs=5, hidden=4, **extra):
         super().__init__()
         cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[kind]
         self.kind, self.batch_first = kind, batch_first
-        self.rnn = cls(5, 4, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, **extra)
+        self.rnn = cls(inputs, hidden, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first,
+                       **extra)
         states = layers * (2 if bidirectional else 1)
-        self.h0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, 4)) if initial_state else None
-        self.c0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, 4)) if initial_state and kind == "lstm" else None
+        self.h0 = torch.nn.Parameter(0.5 * torch.randn(states, 1, hidden)) if initial_state else None
+        self.c0 = (torch.nn.Parameter(0.5 * torch.randn(states, 1, hidden)) if initial_state and kind == "lstm"
+                   else None)
 
     def forward(self, x):
         if self.h0 is None:
@@ -46,13 +50,21 @@ CONFIGS = [
     ("rnn_2layer_bidirectional_batch_first", "rnn", 2, True, True, True, {}),
     ("rnn_relu", "rnn", 1, True, False, False, {"nonlinearity": "relu"}),
 ]
+# The float32 fast path at the sequential Fashion-MNIST sizes: (seq, batch, inputs), hidden.
+FLOAT32_CONFIGS = [
+    ("lstm_float32_batch_first", "lstm", 1, False, True, False, {}),
+    ("lstm_float32_2layer_bidirectional_initial_states", "lstm", 2, True, False, True, {}),
+]
+FLOAT32_SIZES = ((28, 64, 28), 128)
 
 
-def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, initial_state, extra):
+def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, initial_state, extra, float32=False):
     torch.manual_seed(len(name))
-    model = Recurrent(kind, layers, bidirectional, batch_first, initial_state, **extra).double()
-    shape = (3, 7, 5) if batch_first else (7, 3, 5)
-    x = torch.randn(*shape, dtype=torch.float64)
+    dtype, np_dtype = (torch.float32, np.float32) if float32 else (torch.float64, np.float64)
+    (seq, batch, inputs), hidden = FLOAT32_SIZES if float32 else ((7, 3, 5), 4)
+    model = Recurrent(kind, layers, bidirectional, batch_first, initial_state, inputs, hidden, **extra).to(dtype)
+    shape = (batch, seq, inputs) if batch_first else (seq, batch, inputs)
+    x = torch.randn(*shape, dtype=dtype)
     path = os.path.join(workdir, f"{name}.onnx")
     torch.onnx.export(model, x, path, opset_version=17, do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING, input_names=["input"], output_names=["output"])
@@ -61,7 +73,7 @@ def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, in
                        capture_output=True, text=True)
     if r.returncode != 0:
         return [f"generate-artifacts failed: {r.stderr.strip()}"]
-    target = torch.randn(*model(x).shape, dtype=torch.float64)
+    target = torch.randn(*model(x).shape, dtype=dtype)
     training_model = os.path.join(art, "training_model.onnx")
     feeds = {}
     for init in onnx.load(path).graph.initializer:
@@ -95,7 +107,7 @@ def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, in
             problems.append(f"no gradient for {pname}")
             continue
         actual, expected = np.load(grad_file), param.grad.numpy()
-        if actual.dtype != np.float64 or actual.shape != expected.shape:
+        if actual.dtype != np_dtype or actual.shape != expected.shape:
             problems.append(f"{pname}_grad is {actual.dtype} {actual.shape}, PyTorch's {expected.shape}")
             continue
         error = float(np.max(np.abs(actual - expected))) / max(float(np.max(np.abs(expected))), 1e-12)
@@ -109,11 +121,12 @@ def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, in
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--edgetrain", required=True)
+    parser.add_argument("--float32", action="store_true", help="the float32 LSTM fast path at full sizes instead")
     args = parser.parse_args()
     passed = failed = 0
     with tempfile.TemporaryDirectory() as workdir:
-        for config in CONFIGS:
-            result = check(args.edgetrain, workdir, *config)
+        for config in FLOAT32_CONFIGS if args.float32 else CONFIGS:
+            result = check(args.edgetrain, workdir, *config, float32=args.float32)
             ok = result[0].startswith("ok")
             passed += ok
             failed += not ok

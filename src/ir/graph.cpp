@@ -194,52 +194,51 @@ std::vector<std::string> NodeReads(const Node& node) {
   return reads;
 }
 
-std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope) {
+namespace {
+
+// The node that makes each value; a value made twice is an error.
+std::unordered_map<std::string, size_t> Producers(const Graph& graph) {
   std::unordered_map<std::string, size_t> producer;
   for (size_t i = 0; i < graph.nodes.size(); ++i)
-    for (const auto& o : graph.nodes[i].outputs)
-      if (!o.empty()) {
-        ET_CHECK(!producer.count(o), ErrorCode::kInvalidModel, graph.nodes[i].Describe(), ": output '", o,
-                 "' is already produced by ", graph.nodes[producer[o]].Describe());
-        producer[o] = i;
-      }
-  std::unordered_set<std::string> available(outer_scope.begin(), outer_scope.end());
-  for (const auto& v : graph.inputs) available.insert(v.name);
-  for (const auto& [name, t] : graph.initializers) available.insert(name);
+    for (const auto& o : graph.nodes[i].outputs) {
+      if (o.empty()) continue;
+      auto [it, inserted] = producer.emplace(o, i);
+      ET_CHECK(inserted, ErrorCode::kInvalidModel, graph.nodes[i].Describe(), ": output '", o,
+               "' is already produced by ", graph.nodes[it->second].Describe());
+    }
+  return producer;
+}
 
-  std::vector<std::vector<std::string>> deps(graph.nodes.size());
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const Node& n = graph.nodes[i];
-    std::unordered_set<std::string> reads;
-    for (const auto& in : n.inputs)
-      if (!in.empty()) reads.insert(in);
-    for (const auto& [key, a] : n.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) CollectOuterReads(*sub, reads);
+// The values node `n` reads that another node makes; any other read must be `available`.
+std::vector<std::string> NodeDependencies(const Node& n, const std::unordered_map<std::string, size_t>& producer,
+                                          const std::unordered_set<std::string>& available) {
+  const std::vector<std::string> all = NodeReads(n);
+  const std::unordered_set<std::string> reads(all.begin(), all.end());
+  std::vector<std::string> deps;
+  for (const auto& r : reads) {
+    if (producer.count(r)) {
+      deps.push_back(r);
+      continue;
     }
-    for (const auto& r : reads) {
-      if (producer.count(r)) {
-        deps[i].push_back(r);
-      } else {
-        ET_CHECK(available.count(r), ErrorCode::kInvalidModel, n.Describe(), " reads '", r,
-                 "', which is not a graph input, an initializer or the output of any node");
-      }
-    }
+    ET_CHECK(available.count(r), ErrorCode::kInvalidModel, n.Describe(), " reads '", r,
+             "', which is not a graph input, an initializer or the output of any node");
   }
-  // Kahn's algorithm, stable in the file's node order.
+  return deps;
+}
+
+// Kahn's algorithm over `deps` (per node, the values it waits for), stable in the file's node order.
+std::vector<size_t> KahnOrder(const Graph& graph, const std::vector<std::vector<std::string>>& deps) {
   std::vector<size_t> pending(graph.nodes.size());
   std::unordered_map<std::string, std::vector<size_t>> consumers;
+  std::set<size_t> ready;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     pending[i] = deps[i].size();
     for (const auto& d : deps[i]) consumers[d].push_back(i);
+    if (pending[i] == 0) ready.insert(i);
   }
   std::vector<size_t> order;
-  std::set<size_t> ready;
-  for (size_t i = 0; i < graph.nodes.size(); ++i)
-    if (pending[i] == 0) ready.insert(i);
   while (!ready.empty()) {
-    size_t i = *ready.begin();
+    const size_t i = *ready.begin();
     ready.erase(ready.begin());
     order.push_back(i);
     for (const auto& o : graph.nodes[i].outputs) {
@@ -249,11 +248,22 @@ std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::
         if (--pending[c] == 0) ready.insert(c);
     }
   }
-  if (order.size() != graph.nodes.size()) {
-    for (size_t i = 0; i < graph.nodes.size(); ++i)
-      if (pending[i] != 0) Fail(ErrorCode::kInvalidModel, "the graph has a cycle through ", graph.nodes[i].Describe());
-  }
+  for (size_t i = 0; i < graph.nodes.size() && order.size() != graph.nodes.size(); ++i)
+    ET_CHECK(pending[i] == 0, ErrorCode::kInvalidModel, "the graph has a cycle through ", graph.nodes[i].Describe());
   return order;
+}
+
+}  // namespace
+
+std::vector<size_t> TopologicalOrder(const Graph& graph, const std::vector<std::string>& outer_scope) {
+  const std::unordered_map<std::string, size_t> producer = Producers(graph);
+  std::unordered_set<std::string> available(outer_scope.begin(), outer_scope.end());
+  for (const auto& v : graph.inputs) available.insert(v.name);
+  for (const auto& [name, t] : graph.initializers) available.insert(name);
+  std::vector<std::vector<std::string>> deps;
+  deps.reserve(graph.nodes.size());
+  for (const Node& n : graph.nodes) deps.push_back(NodeDependencies(n, producer, available));
+  return KahnOrder(graph, deps);
 }
 
 }  // namespace edgetrain

@@ -1,5 +1,6 @@
 #include "ir/passes.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <unordered_map>
@@ -281,4 +282,55 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv, bool into_gemm) {
   return rewriter.Finish();
 }
 
+namespace {
+
+bool SameAttributes(const AttributeMap& a, const AttributeMap& b) {
+  if (a.size() != b.size()) return false;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    const Attribute &x = ia->second, &y = ib->second;
+    if (ia->first != ib->first || x.kind != y.kind || x.f != y.f || x.i != y.i || x.s != y.s || x.floats != y.floats ||
+        x.ints != y.ints || x.strings != y.strings || x.t.defined() || y.t.defined() || x.g || y.g || !x.ref.empty() ||
+        !y.ref.empty())
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t KeepRecurrentTraces(Graph& graph) {
+  constexpr size_t kForwardInputs = 8, kForwardOutputs = 3, kTraceInput = 11;
+  auto padded = [](std::vector<std::string> v, size_t n) {
+    v.resize(std::max(v.size(), n));
+    return v;
+  };
+  Rewriter rewriter(graph);
+  size_t count = 0;
+  for (Node& forward : graph.nodes) {
+    if (!forward.domain.empty() || forward.op_type != "LSTM" || forward.outputs.size() > kForwardOutputs ||
+        forward.inputs.size() > kForwardInputs || forward.inputs.empty())
+      continue;
+    const std::vector<std::string> inputs = padded(forward.inputs, kForwardInputs);
+    for (Node& grad : graph.nodes) {
+      if (grad.domain != kEdgetrainDomain || grad.op_type != "LSTMGrad" || grad.inputs.size() > kTraceInput ||
+          !SameAttributes(forward.attributes, grad.attributes))
+        continue;
+      const std::vector<std::string> grad_inputs = padded(grad.inputs, kForwardInputs);
+      if (!std::equal(inputs.begin(), inputs.end(), grad_inputs.begin())) continue;
+      const std::string base = !forward.outputs.empty() && !forward.outputs[0].empty() ? forward.outputs[0]
+                                                                                       : forward.inputs[0];
+      forward.outputs = padded(forward.outputs, kForwardOutputs);
+      forward.outputs.push_back(rewriter.FreshName(base + "_lstm_trace"));
+      grad.inputs = padded(grad.inputs, kTraceInput);
+      grad.inputs.push_back(forward.outputs.back());
+      for (std::string& output : grad.outputs)  // gradients nothing reads (X's, say) are not computed
+        if (!output.empty() && rewriter.Reads(output) == 0) output.clear();
+      ++count;
+      break;
+    }
+  }
+  return count;
+}
+
 }  // namespace edgetrain
+

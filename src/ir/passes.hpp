@@ -47,4 +47,10 @@ size_t FuseConvReluMaxPool(Graph& graph);
 // the Conv's or Gemm's output (each kind only when asked). Returns the number of fusions.
 size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm = true);
 
+// Gives each LSTM node that an ai.edgetrain LSTMGrad node differentiates (the same eight inputs and
+// attributes) a fourth output, the gate values of its float fast path, which the LSTMGrad reads as its
+// input 11 instead of running the forward again; the LSTMGrad's outputs that nothing reads become omitted
+// (not computed). Returns the number of pairs.
+size_t KeepRecurrentTraces(Graph& graph);
+
 }  // namespace edgetrain

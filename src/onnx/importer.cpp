@@ -152,68 +152,102 @@ const onnxpb::FunctionProto* FindFunctionBody(const onnxpb::NodeProto& node, int
   return &storage;
 }
 
+// How the names of one inlined function call map into the calling graph: the function's inputs and
+// outputs become the call's, every other body value gets the call's unique prefix.
+class BodyNames {
+ public:
+  BodyNames(const onnxpb::NodeProto& call, const onnxpb::FunctionProto& fn, std::string prefix)
+      : prefix_(std::move(prefix)) {
+    for (int i = 0; i < fn.input_size(); ++i) rename_[fn.input(i)] = i < call.input_size() ? call.input(i) : "";
+    for (int i = 0; i < fn.output_size(); ++i) rename_[fn.output(i)] = i < call.output_size() ? call.output(i) : "";
+    for (const auto& b : fn.node()) body_values_.insert(b.output().begin(), b.output().end());
+  }
+  // A name a body node reads or writes.
+  std::string Map(const std::string& name) const {
+    if (name.empty()) return name;
+    auto it = rename_.find(name);
+    return it != rename_.end() ? it->second : prefix_ + name;
+  }
+  // A name a subgraph of a body node reads from its enclosing scope (the caller's values stay).
+  std::string MapOuterRead(const std::string& name) const {
+    if (auto it = rename_.find(name); it != rename_.end()) return it->second;
+    return body_values_.count(name) ? prefix_ + name : name;
+  }
+
+ private:
+  std::string prefix_;
+  std::unordered_map<std::string, std::string> rename_;
+  std::unordered_set<std::string> body_values_;
+};
+
+// The attribute values a body's attribute references resolve to: the schema's defaults, then the call's own.
+struct CallAttributes {
+  std::vector<onnxpb::AttributeProto> defaults;
+  std::unordered_map<std::string, const onnxpb::AttributeProto*> by_name;
+  CallAttributes(const onnxpb::NodeProto& call, int64_t opset) : defaults(SchemaDefaults(call, opset)) {
+    for (const auto& attr : defaults)
+      if (attr.type() != onnxpb::AttributeProto::UNDEFINED) by_name[attr.name()] = &attr;
+    for (const auto& a : call.attribute()) by_name[a.name()] = &a;
+  }
+};
+
+// Copies body node `b`'s attributes into `out`: references resolved against the call, subgraphs' reads renamed.
+void InlineAttributes(const onnxpb::NodeProto& b, const CallAttributes& call, const BodyNames& names,
+                      onnxpb::NodeProto& out) {
+  const std::function<std::string(const std::string&)> outer_read = [&](const std::string& n) {
+    return names.MapOuterRead(n);
+  };
+  out.clear_attribute();
+  for (const auto& a : b.attribute()) {
+    if (a.ref_attr_name().empty()) {
+      onnxpb::AttributeProto* copy = out.add_attribute();
+      *copy = a;
+      if (copy->has_g()) RenameSubgraphReads(*copy->mutable_g(), outer_read);
+      for (auto& sub : *copy->mutable_graphs()) RenameSubgraphReads(sub, outer_read);
+    } else if (auto it = call.by_name.find(a.ref_attr_name()); it != call.by_name.end()) {
+      onnxpb::AttributeProto* copy = out.add_attribute();
+      *copy = *it->second;
+      copy->set_name(a.name());
+    }
+  }
+}
+
+// The nodes of function `fn` as called by `call`: names renamed, attribute references resolved.
+std::vector<ExpandedNode> InlineBody(const onnxpb::NodeProto& call, const onnxpb::FunctionProto& fn, int64_t opset,
+                                     ImportContext& ctx) {
+  const BodyNames names(call, fn, "_" + call.op_type() + std::to_string(ctx.unique++) + "/");
+  const CallAttributes call_attrs(call, opset);
+  int64_t body_opset = 0;
+  for (const auto& imp : fn.opset_import())
+    if (NormalDomain(imp.domain()).empty()) body_opset = imp.version();
+  std::vector<ExpandedNode> body;
+  for (const auto& b : fn.node()) {
+    ExpandedNode e;
+    e.proto = b;
+    e.opset = NormalDomain(b.domain()).empty() ? body_opset : 0;
+    e.proto.set_name(call.name() + "/" + (b.name().empty() ? b.op_type() : b.name()));
+    for (int i = 0; i < e.proto.input_size(); ++i) e.proto.set_input(i, names.Map(b.input(i)));
+    for (int i = 0; i < e.proto.output_size(); ++i) e.proto.set_output(i, names.Map(b.output(i)));
+    InlineAttributes(b, call_attrs, names, e.proto);
+    body.push_back(std::move(e));
+  }
+  return body;
+}
+
 // Replaces calls of functions (model-local, or ONNX function ops we have no kernel for) by their
 // bodies, recursively. Values inside a body get a unique prefix.
 void ExpandNodes(const std::vector<ExpandedNode>& in, std::vector<ExpandedNode>& out, ImportContext& ctx, int depth) {
   ET_CHECK(depth < 32, ErrorCode::kInvalidModel, ctx.source, ": functions nest more than 32 deep (recursive function?)");
   for (const auto& item : in) {
     const onnxpb::NodeProto& node = item.proto;
-    int64_t opset = item.opset ? item.opset : ctx.opsets[NormalDomain(node.domain())];
+    const int64_t opset = item.opset ? item.opset : ctx.opsets[NormalDomain(node.domain())];
     onnxpb::FunctionProto built;
-    const onnxpb::FunctionProto* fn = FindFunctionBody(node, opset, ctx, built);
-    if (!fn) {
-      CheckNodeCount(out.size() + 1, ctx);
-      out.push_back(item);
+    if (const onnxpb::FunctionProto* fn = FindFunctionBody(node, opset, ctx, built)) {
+      ExpandNodes(InlineBody(node, *fn, opset, ctx), out, ctx, depth + 1);
       continue;
     }
-    std::string prefix = "_" + node.op_type() + std::to_string(ctx.unique++) + "/";
-    std::unordered_map<std::string, std::string> rename;
-    for (int i = 0; i < fn->input_size(); ++i) rename[fn->input(i)] = i < node.input_size() ? node.input(i) : "";
-    for (int i = 0; i < fn->output_size(); ++i) rename[fn->output(i)] = i < node.output_size() ? node.output(i) : "";
-    auto map_name = [&](const std::string& name) -> std::string {
-      if (name.empty()) return name;
-      auto it = rename.find(name);
-      return it != rename.end() ? it->second : prefix + name;
-    };
-    std::unordered_map<std::string, const onnxpb::AttributeProto*> call_attrs;
-    const std::vector<onnxpb::AttributeProto> defaults = SchemaDefaults(node, opset);
-    for (const auto& attr : defaults)  // defaults first, the call's own values win
-      if (attr.type() != onnxpb::AttributeProto::UNDEFINED) call_attrs[attr.name()] = &attr;
-    for (const auto& a : node.attribute()) call_attrs[a.name()] = &a;
-    std::unordered_set<std::string> body_values;
-    for (const auto& b : fn->node())
-      for (const auto& o : b.output()) body_values.insert(o);
-    auto map_outer_read = [&](const std::string& name) -> std::string {
-      if (rename.count(name)) return rename.at(name);
-      return body_values.count(name) ? prefix + name : name;
-    };
-    int64_t body_opset = 0;
-    for (const auto& imp : fn->opset_import())
-      if (NormalDomain(imp.domain()).empty()) body_opset = imp.version();
-    std::vector<ExpandedNode> body;
-    for (const auto& b : fn->node()) {
-      ExpandedNode e;
-      e.proto = b;
-      e.opset = NormalDomain(b.domain()).empty() ? body_opset : 0;
-      e.proto.set_name(node.name() + "/" + (b.name().empty() ? b.op_type() : b.name()));
-      for (int i = 0; i < e.proto.input_size(); ++i) e.proto.set_input(i, map_name(b.input(i)));
-      for (int i = 0; i < e.proto.output_size(); ++i) e.proto.set_output(i, map_name(b.output(i)));
-      e.proto.clear_attribute();
-      for (const auto& a : b.attribute()) {
-        if (a.ref_attr_name().empty()) {
-          onnxpb::AttributeProto* copy = e.proto.add_attribute();
-          *copy = a;
-          if (copy->has_g()) RenameSubgraphReads(*copy->mutable_g(), map_outer_read);
-          for (auto& sub : *copy->mutable_graphs()) RenameSubgraphReads(sub, map_outer_read);
-        } else if (auto it = call_attrs.find(a.ref_attr_name()); it != call_attrs.end()) {
-          onnxpb::AttributeProto* copy = e.proto.add_attribute();
-          *copy = *it->second;
-          copy->set_name(a.name());
-        }
-      }
-      body.push_back(std::move(e));
-    }
-    ExpandNodes(body, out, ctx, depth + 1);
+    CheckNodeCount(out.size() + 1, ctx);
+    out.push_back(item);
   }
 }
 

@@ -174,7 +174,8 @@ Config ParseConfig(Cell cell, const Node& node, const Tensor& x, const Tensor& w
                                                                    : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
     for (int64_t d = 0; d < c.dirs; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
   } else if (names.size() == per_dir && c.dirs == 2) {
-    names.insert(names.end(), names.begin(), names.end());
+    const std::vector<std::string> once = names;
+    names.insert(names.end(), once.begin(), once.end());
   }
   ET_CHECK(names.size() == per_dir * static_cast<size_t>(c.dirs), ErrorCode::kInvalidArgument, what,
            ": attribute activations must name ", per_dir * static_cast<size_t>(c.dirs), " functions, got ",
@@ -387,6 +388,338 @@ void RunDirection(const Config& c, const Inputs<T>& in, int64_t d, ThreadPool* p
   }
 }
 
+// ---- float LSTM fast path ----
+// Default activations (sigmoid, tanh, tanh), no clip, no peepholes, no input_forget, every sequence at
+// full length: the gate math runs on vectors and the forward keeps its gates for the backward (the
+// trace, FastLstmTrace). The reference loops above stay the oracle for everything else.
+namespace fast_lstm {
+
+// Vectors pass between always-inlined functions of this file only, so the ABI -Wpsabi warns about never
+// applies (to the end of the file: the templates are instantiated there).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+#if defined(__GNUC__)
+#define ET_LSTM_INLINE inline __attribute__((always_inline))
+#else
+#define ET_LSTM_INLINE inline
+#endif
+
+template <int Bytes>
+struct Vec {
+  typedef float F __attribute__((vector_size(Bytes)));
+  typedef int32_t I __attribute__((vector_size(Bytes)));
+  static constexpr int kLanes = Bytes / 4;
+  static ET_LSTM_INLINE F Load(const float* p) {
+    F v;
+    __builtin_memcpy(&v, p, sizeof(F));
+    return v;
+  }
+  static ET_LSTM_INLINE void Store(float* p, F v) { __builtin_memcpy(p, &v, sizeof(F)); }
+  static ET_LSTM_INLINE F Splat(float x) { return F{} + x; }
+  // a where `mask` (a vector comparison) is set, b elsewhere.
+  static ET_LSTM_INLINE F Select(I mask, F a, F b) {
+    I ai, bi;
+    __builtin_memcpy(&ai, &a, sizeof(F));
+    __builtin_memcpy(&bi, &b, sizeof(F));
+    const I out = (ai & mask) | (bi & ~mask);
+    F r;
+    __builtin_memcpy(&r, &out, sizeof(F));
+    return r;
+  }
+  // exp with Cephes' polynomial on [-ln2/2, ln2/2] (relative error about 2e-7), inputs clamped to
+  // [-87.3, 88] so that 2^n stays a normal float.
+  static ET_LSTM_INLINE F Exp(F x) {
+    x = Select(x < Splat(-87.3f), Splat(-87.3f), x);
+    x = Select(x > Splat(88.0f), Splat(88.0f), x);
+    const F shift = Splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+    const F rounded = x * 1.44269504088896341f + shift;
+    const F n = rounded - shift;
+    const F r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    F p = Splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const F e = p * r * r + r + 1.0f;
+    I bits;  // n sits in the low mantissa bits of `rounded`
+    __builtin_memcpy(&bits, &rounded, sizeof(F));
+    bits = (bits - 0x4B400000 + 127) << 23;
+    F scale;
+    __builtin_memcpy(&scale, &bits, sizeof(F));
+    return e * scale;
+  }
+  static ET_LSTM_INLINE F Sigmoid(F x) { return 1.0f / (1.0f + Exp(-x)); }
+  // tanh(x) = 2 / (1 + exp(-2x)) - 1; x (1 - x^2/3 + 2x^4/15) below |x| = 1/16, where the difference
+  // would lose relative precision.
+  static ET_LSTM_INLINE F Tanh(F x) {
+    const F t = 2.0f / (1.0f + Exp(-2.0f * x)) - 1.0f;
+    const F x2 = x * x;
+    const F small = x * (1.0f + x2 * (-0.333333333f + x2 * 0.133333333f));
+    return Select(x2 < Splat(0.00390625f), small, t);
+  }
+};
+
+ET_LSTM_INLINE float SigmoidScalar(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// One batch row of one step: gates `a` (4H pre-activations, overwritten by the activations), c before
+// the step `cp`; writes the new h, c and tanh(c) (h also to `y` when not null).
+template <int Bytes>
+ET_LSTM_INLINE void ForwardRowImpl(int64_t H, float* __restrict a, const float* __restrict cp, float* __restrict h,
+                                   float* __restrict c, float* __restrict tc, float* __restrict y) {
+  using V = Vec<Bytes>;
+  constexpr int L = V::kLanes;
+  int64_t k = 0;
+  for (; k + L <= H; k += L) {
+    const typename V::F i = V::Sigmoid(V::Load(a + k)), o = V::Sigmoid(V::Load(a + H + k));
+    const typename V::F f = V::Sigmoid(V::Load(a + 2 * H + k)), g = V::Tanh(V::Load(a + 3 * H + k));
+    const typename V::F cv = f * V::Load(cp + k) + i * g, tcv = V::Tanh(cv), hv = o * tcv;
+    V::Store(a + k, i);
+    V::Store(a + H + k, o);
+    V::Store(a + 2 * H + k, f);
+    V::Store(a + 3 * H + k, g);
+    V::Store(c + k, cv);
+    V::Store(tc + k, tcv);
+    V::Store(h + k, hv);
+    if (y) V::Store(y + k, hv);
+  }
+  for (; k < H; ++k) {
+    const float i = SigmoidScalar(a[k]), o = SigmoidScalar(a[H + k]), f = SigmoidScalar(a[2 * H + k]);
+    const float g = std::tanh(a[3 * H + k]), cv = f * cp[k] + i * g, tcv = std::tanh(cv), hv = o * tcv;
+    a[k] = i, a[H + k] = o, a[2 * H + k] = f, a[3 * H + k] = g;
+    c[k] = cv;
+    tc[k] = tcv;
+    h[k] = hv;
+    if (y) y[k] = hv;
+  }
+}
+
+// The backward of one batch row of one step from its activated gates `a`, c before the step `cp` and
+// tanh of c after it `tc`: dh is the gradient at h (dy added when not null), dc the one at c (replaced by
+// the one at cp); writes the pre-activation gradients dg (4H).
+template <int Bytes>
+ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const float* __restrict cp,
+                                    const float* __restrict tc, const float* __restrict dh,
+                                    const float* __restrict dy, float* __restrict dc,
+                                    float* __restrict dg) {
+  using V = Vec<Bytes>;
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  int64_t k = 0;
+  for (; k + L <= H; k += L) {
+    const F i = V::Load(a + k), o = V::Load(a + H + k), f = V::Load(a + 2 * H + k), g = V::Load(a + 3 * H + k);
+    const F c0 = V::Load(cp + k), t = V::Load(tc + k);
+    F dhv = V::Load(dh + k);
+    if (dy) dhv += V::Load(dy + k);
+    const F dC = V::Load(dc + k) + dhv * o * (1.0f - t * t);
+    V::Store(dg + k, dC * g * i * (1.0f - i));
+    V::Store(dg + H + k, dhv * t * o * (1.0f - o));
+    V::Store(dg + 2 * H + k, dC * c0 * f * (1.0f - f));
+    V::Store(dg + 3 * H + k, dC * i * (1.0f - g * g));
+    V::Store(dc + k, dC * f);
+  }
+  for (; k < H; ++k) {
+    const float i = a[k], o = a[H + k], f = a[2 * H + k], g = a[3 * H + k];
+    const float t = tc[k], dhv = dh[k] + (dy ? dy[k] : 0.0f);
+    const float dC = dc[k] + dhv * o * (1.0f - t * t);
+    dg[k] = dC * g * i * (1.0f - i);
+    dg[H + k] = dhv * t * o * (1.0f - o);
+    dg[2 * H + k] = dC * cp[k] * f * (1.0f - f);
+    dg[3 * H + k] = dC * i * (1.0f - g * g);
+    dc[k] = dC * f;
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+__attribute__((target("avx2,fma"))) void ForwardRowAvx2(int64_t H, float* a, const float* cp, float* h, float* c,
+                                                        float* tc, float* y) {
+  ForwardRowImpl<32>(H, a, cp, h, c, tc, y);
+}
+__attribute__((target("avx2,fma"))) void BackwardRowAvx2(int64_t H, const float* a, const float* cp, const float* tc,
+                                                         const float* dh, const float* dy, float* dc, float* dg) {
+  BackwardRowImpl<32>(H, a, cp, tc, dh, dy, dc, dg);
+}
+void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, a, cp, h, c, tc, y);
+  ForwardRowImpl<16>(H, a, cp, h, c, tc, y);
+}
+void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
+                 float* dc, float* dg) {
+  if (CpuHasAvx2Fma()) return BackwardRowAvx2(H, a, cp, tc, dh, dy, dc, dg);
+  BackwardRowImpl<16>(H, a, cp, tc, dh, dy, dc, dg);
+}
+#else
+#if defined(__AVX2__)
+constexpr int kBytes = 32;
+#else
+constexpr int kBytes = 16;
+#endif
+void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  ForwardRowImpl<kBytes>(H, a, cp, h, c, tc, y);
+}
+void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
+                 float* dc, float* dg) {
+  BackwardRowImpl<kBytes>(H, a, cp, tc, dh, dy, dc, dg);
+}
+#endif
+
+}  // namespace fast_lstm
+
+// Whether the float LSTM fast path computes this node (see fast_lstm).
+bool FastLstmApplies(const Config& c, const Inputs<float>& in) {
+  if (c.cell != Cell::kLstm || c.clip > 0 || c.input_forget || in.p || c.seq == 0 || c.batch == 0 || c.hidden == 0)
+    return false;
+  for (int64_t d = 0; d < c.dirs; ++d)
+    if (c.Act(d, 0).kind != Activation::Kind::kSigmoid || c.Act(d, 1).kind != Activation::Kind::kTanh ||
+        c.Act(d, 2).kind != Activation::Kind::kTanh)
+      return false;
+  return std::all_of(in.lengths.begin(), in.lengths.end(), [&](int64_t len) { return len == c.seq; });
+}
+
+// Values of one direction's trace, in X's row order: [rows, 4H] activated gates i, o, f, c; [rows, XH]
+// rows x, 1, h before the step (one GEMM then gives dW, dB and dR); [rows, H] c before the step; [rows, H]
+// tanh of c after it.
+template <typename P>  // float or const float
+struct FastLstmTrace {
+  int64_t xh_cols;
+  P *gates, *xh, *cprev, *tanh_c;
+  FastLstmTrace(const Config& c, P* trace, int64_t d) {
+    const int64_t H = c.hidden, rows = c.seq * c.batch;
+    xh_cols = c.input + 1 + H;
+    gates = trace + d * rows * (c.GH() + xh_cols + 2 * H);
+    xh = gates + rows * c.GH();
+    cprev = xh + rows * xh_cols;
+    tanh_c = cprev + rows * H;
+  }
+};
+
+int64_t FastLstmTraceSize(const Config& c) {
+  return c.dirs * c.seq * c.batch * (c.GH() + c.input + 1 + 3 * c.hidden);
+}
+
+// Values of scratch FastLstmForward and FastLstmBackward take.
+int64_t FastLstmForwardWork(const Config& c) { return c.GH() * (c.input + 1); }
+int64_t FastLstmBackwardWork(const Config& c) {
+  return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH();
+}
+
+// Forward of every direction: Y (when y), Y_h and Y_c, and the trace (FastLstmTraceSize values).
+void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool, float* y, float* yh, float* yc,
+                     float* trace, float* work) {
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
+  // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
+  const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
+  float* wb = work;  // [GH, I + 1]
+  // Exporters pass zeros as initial_h (PyTorch's ConstantOfShape): then the first step has no recurrent term.
+  const int64_t states = c.dirs * B * H;
+  const bool h0_zero = !in.h0 || std::all_of(in.h0, in.h0 + states, [](float v) { return v == 0.0f; });
+  for (int64_t d = 0; d < c.dirs; ++d) {
+    const FastLstmTrace<float> tr(c, trace, d);
+    const int64_t XH = tr.xh_cols;
+    const float* w = in.w + d * GH * I;
+    const float* r = in.r + d * GH * H;
+    for (int64_t row = 0; row < rows; ++row) {
+      std::copy_n(in.x + row * I, I, tr.xh + row * XH);
+      tr.xh[row * XH + I] = 1.0f;
+    }
+    // The input projection of every step with both biases: [x | 1] [W | Wb + Rb]^T.
+    for (int64_t g = 0; g < GH; ++g) {
+      std::copy_n(w + g * I, I, wb + g * (I + 1));
+      wb[g * (I + 1) + I] = in.b ? in.b[d * 2 * GH + g] + in.b[d * 2 * GH + GH + g] : 0.0f;
+    }
+    Gemm<float>(false, true, rows, GH, I + 1, 1.0f, tr.xh, XH, wb, I + 1, 0.0f, tr.gates, GH, pool);
+    for (int64_t s = 0; s < c.seq; ++s) {
+      const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
+      const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
+      const int64_t row0 = c.XRow(t, 0);
+      float* hp = tr.xh + row0 * XH + I + 1;
+      float* cp = tr.cprev + row0 * H;
+      if (s == 0)
+        for (int64_t b = 0; b < B; ++b) {
+          float* hb = hp + b * step_rows * XH;
+          float* cb = cp + b * step_rows * H;
+          if (in.h0) std::copy_n(in.h0 + c.StateOffset(d, b), H, hb); else std::fill_n(hb, H, 0.0f);
+          if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
+        }
+      if (s > 0 || !h0_zero)
+        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, tr.gates + row0 * GH,
+                    step_rows * GH, pool);
+      // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
+      const bool last = s == c.seq - 1;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = row0 + b * step_rows;
+        float* hn = last ? yh + c.StateOffset(d, b) : tr.xh + c.XRow(next, b) * XH + I + 1;
+        float* cn = last ? yc + c.StateOffset(d, b) : tr.cprev + c.XRow(next, b) * H;
+        fast_lstm::ForwardRow(H, tr.gates + row * GH, tr.cprev + row * H, hn, cn, tr.tanh_c + row * H,
+                              y ? y + c.YOffset(t, d, b) : nullptr);
+      }
+    }
+  }
+}
+
+// Backward of every direction from the trace; dx, dw, dr, db, dh0, dc0 are the LSTMGrad outputs (dx, dh0
+// and dc0 may be null: not requested).
+void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace, const float* dy,
+                      const float* dyh, const float* dyc, float* dx, float* dw, float* dr, float* db, float* dh0,
+                      float* dc0, float* work) {
+  const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
+  const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
+  float* dgates = work;  // [rows, GH] in X's row order
+  float* dh = dgates + rows * GH;
+  float* dc = dh + B * H;
+  float* dwrb = dc + B * H;  // [I + 1 + H, GH]
+  for (int64_t d = 0; d < c.dirs; ++d) {
+    const FastLstmTrace<const float> tr(c, trace, d);
+    const int64_t XH = tr.xh_cols;
+    const float* r = in.r + d * GH * H;
+    for (int64_t b = 0; b < B; ++b) {
+      float* dhb = dh + b * H;
+      float* dcb = dc + b * H;
+      if (dyh) std::copy_n(dyh + c.StateOffset(d, b), H, dhb); else std::fill_n(dhb, H, 0.0f);
+      if (dyc) std::copy_n(dyc + c.StateOffset(d, b), H, dcb); else std::fill_n(dcb, H, 0.0f);
+    }
+    for (int64_t s = c.seq - 1; s >= 0; --s) {
+      const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
+      const int64_t row0 = c.XRow(t, 0);
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = row0 + b * step_rows;
+        fast_lstm::BackwardRow(H, tr.gates + row * GH, tr.cprev + row * H, tr.tanh_c + row * H, dh + b * H,
+                               dy ? dy + c.YOffset(t, d, b) : nullptr, dc + b * H, dgates + row * GH);
+      }
+      if (s > 0 || dh0)
+        Gemm<float>(false, false, B, H, GH, 1.0f, dgates + row0 * GH, step_rows * GH, r, H, 0.0f, dh, H, pool);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (dh0) std::copy_n(dh + b * H, H, dh0 + c.StateOffset(d, b));
+      if (dc0) std::copy_n(dc + b * H, H, dc0 + c.StateOffset(d, b));
+    }
+    if (dx)
+      Gemm<float>(false, false, rows, I, GH, 1.0f, dgates, GH, in.w + d * GH * I, I, d == 0 ? 0.0f : 1.0f, dx, I,
+                  pool);
+    // [dW | dB | dR]^T = [x | 1 | h]^T dgates, then transposed into place.
+    Gemm<float>(true, false, XH, GH, rows, 1.0f, tr.xh, XH, dgates, GH, 0.0f, dwrb, GH, pool);
+    float* dwd = dw + d * GH * I;
+    float* drd = dr + d * GH * H;
+    float* dbd = db + d * 2 * GH;
+    constexpr int64_t kTile = 16;  // transposed in tiles that stay in L1
+    for (int64_t g0 = 0; g0 < GH; g0 += kTile)
+      for (int64_t k0 = 0; k0 < XH; k0 += kTile)
+        for (int64_t g = g0; g < std::min(GH, g0 + kTile); ++g)
+          for (int64_t k = k0; k < std::min(XH, k0 + kTile); ++k) {
+            const float v = dwrb[k * GH + g];
+            if (k < I) {
+              dwd[g * I + k] = v;
+            } else if (k == I) {
+              dbd[g] = dbd[GH + g] = v;
+            } else {
+              drd[g * H + k - I - 1] = v;
+            }
+          }
+  }
+}
+
 template <typename T>
 void ForwardTyped(KernelContext& ctx, Cell cell) {
   const Tensor &x = ctx.Input(0), &w = ctx.Input(1), &r = ctx.Input(2);
@@ -398,6 +731,19 @@ void ForwardTyped(KernelContext& ctx, Cell cell) {
   T* y = ctx.HasOutput(0) ? ctx.Output(0, y_shape, x.dtype()).template data<T>() : nullptr;
   T* yh = ctx.Output(1, state, x.dtype()).template data<T>();
   T* yc = ctx.Output(2, state, x.dtype()).template data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    // Output 3 exists only where KeepRecurrentTraces paired this node with its LSTMGrad.
+    const bool fast = FastLstmApplies(c, in);
+    const int64_t size = fast ? FastLstmTraceSize(c) : 0;
+    float* kept = ctx.HasOutput(3) ? ctx.Output(3, {size}, DataType::kFloat32).data<float>() : nullptr;
+    if (fast) {
+      const size_t work = static_cast<size_t>(FastLstmForwardWork(c));
+      NodeScratch<float> scratch(ctx, work + (kept ? 0 : static_cast<size_t>(size)));
+      float* trace = kept ? kept : scratch.Take(static_cast<size_t>(size)).data();
+      FastLstmForward(c, in, &ctx.threads(), y, yh, yc, trace, scratch.Take(work).data());
+      return;
+    }
+  }
   std::vector<T> h, cs;
   for (int64_t d = 0; d < c.dirs; ++d) {
     RunDirection<T>(c, in, d, &ctx.threads(), y, h, cs, nullptr);
@@ -464,6 +810,29 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
   std::fill_n(db, c.dirs * 2 * GH, T(0));
   if (dp) std::fill_n(dp, c.dirs * 3 * H, T(0));
 
+  if constexpr (std::is_same_v<T, float>) {
+    if (FastLstmApplies(c, in)) {
+      const size_t trace_size = static_cast<size_t>(FastLstmTraceSize(c));
+      const bool kept = ctx.HasInput(11) && ctx.Input(11).dtype() == DataType::kFloat32 &&
+                        ctx.Input(11).numel() == FastLstmTraceSize(c);
+      const size_t work = static_cast<size_t>(FastLstmBackwardWork(c));
+      const size_t states = static_cast<size_t>(c.dirs * B * H);
+      const size_t forward_work = static_cast<size_t>(FastLstmForwardWork(c));
+      NodeScratch<float> scratch(ctx, work + (kept ? 0 : trace_size + 2 * states + forward_work));
+      const float* trace = nullptr;
+      if (kept) {
+        trace = ctx.Input(11).data<float>();
+      } else {  // run the forward again for its trace
+        float* own = scratch.Take(trace_size).data();
+        float* yh = scratch.Take(states).data();
+        FastLstmForward(c, in, pool, nullptr, yh, scratch.Take(states).data(), own, scratch.Take(forward_work).data());
+        trace = own;
+      }
+      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
+                       ctx.HasOutput(4) ? dh0 : nullptr, ctx.HasOutput(5) ? dc0 : nullptr, scratch.Take(work).data());
+      return;
+    }
+  }
   Trace<T> tr;
   std::vector<T> h, cs, dgates(static_cast<size_t>(rows * GH)), drec(static_cast<size_t>(B * GH));
   std::vector<T> dh(static_cast<size_t>(B * H)), dc(static_cast<size_t>(B * H)), dhp(static_cast<size_t>(B * H));

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <numeric>
-#include <tuple>
 #include <unordered_set>
 #include <utility>
 
@@ -18,13 +17,15 @@
 #include "onnx/importer.hpp"
 #include "ops/attributes.hpp"
 #include "onnx/schema_hooks.hpp"
+#include "runtime/arena_plan.hpp"
 #include "runtime/export_options.hpp"
+#include "runtime/memory_budget.hpp"
 
 namespace edgetrain {
 
 namespace {
 
-constexpr size_t kNoSlot = static_cast<size_t>(-1);
+constexpr size_t kNoSlot = kNoValue;
 
 // Empties a value but keeps its sequence's capacity, so that the next run refills it without allocating.
 void Clear(RuntimeValue& value) {
@@ -407,7 +408,7 @@ class GraphExecutor {
   void SetArenaBudget(uint64_t budget) {
     budget_ = budget;
     plan_valid_ = false;
-    Compile(budget == 0 || !plan_memory_ ? std::vector<Recompute>{} : Insertions(Choose(true)));
+    Compile(budget == 0 || !plan_memory_ ? std::vector<Recompute>{} : BudgetPlanner(BudgetView()).FreeRecomputation());
   }
   size_t recomputed_values() const { return recompute_.size(); }
 
@@ -469,110 +470,124 @@ class GraphExecutor {
     return it->second;
   }
 
-  // A forward value computed again just before its first use in the backward pass, instead of kept.
-  struct Recompute {
-    size_t value;     // its slot
-    size_t producer;  // the original position of the node that makes it (as its output 0)
-    size_t insert;    // the original position of the step that the recomputation runs before
-  };
-
+  // Builds the steps in topological order (with `recompute`'s steps inserted), the values' slots and
+  // lifetimes. Bound outputs and overwritable inputs carry over.
   void Compile(const std::vector<Recompute>& recompute = {}) {
-    std::vector<std::string> outer;
-    if (parent_) outer = parent_->VisibleNames();
-    else if (steps_.empty()) ValidateGraph(graph_, model_.source, outer, 0);
-    const std::vector<Tensor> bound = std::move(bound_);
-    const std::vector<bool> overwritable = std::move(overwritable_);
+    const std::vector<std::string> outer = OuterScope();
+    std::vector<Tensor> bound = std::move(bound_);
+    std::vector<bool> overwritable = std::move(overwritable_);
+    ClearSlots();
+    BuildSteps(TopologicalOrder(graph_, outer));
+    base_slots_ = values_.size();
+    if (base_.empty()) IndexOriginalSteps();
+    if (!recompute.empty()) InsertRecomputation(recompute);
+    recompute_ = recompute;
+    PinValues();
+    PlanLifetimes();
+    ResetSlotState(std::move(bound), std::move(overwritable));
+    WireSteps();
+  }
+
+  // The names visible from enclosing graphs; the top graph is validated before its first compile.
+  std::vector<std::string> OuterScope() const {
+    if (parent_) return parent_->VisibleNames();
+    if (steps_.empty()) ValidateGraph(graph_, model_.source, {}, 0);
+    return {};
+  }
+
+  void ClearSlots() {
     slot_of_.clear();
     values_.clear();
     initializer_values_.clear();
     outer_slots_.clear();
     steps_.clear();
     input_slots_.clear();
-    std::vector<size_t> order = TopologicalOrder(graph_, outer);
+  }
+
+  void BuildSteps(const std::vector<size_t>& order) {
     std::unordered_set<std::string> read;  // values some node (or subgraph node) or graph output reads
     for (const auto& o : graph_.outputs) read.insert(o.name);
     CollectReads(graph_, read);
     for (const auto& [name, tensor] : graph_.initializers) initializer_values_.emplace_back(AddSlot(name), tensor);
     for (const auto& in : graph_.inputs) AddSlot(in.name);
-    for (size_t index : order) {
-      const Node& node = graph_.nodes[index];
-      Step step;
-      step.node = &node;
-      step.opset = NodeOpset(node, model_);
-      step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
-      node.Describe();  // fills the cache here, so kernels' messages build no string during runs
-      ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
-               node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
-      if (step.kernel->parse_attributes)  // typed attributes, checked and kept for every run
-        step.state.objects.push_back(step.kernel->parse_attributes(node, step.opset));
-      for (const auto& in : node.inputs) {
-        if (in.empty()) {
-          step.inputs.push_back(kNoSlot);
-        } else if (slot_of_.count(in)) {
-          step.inputs.push_back(slot_of_[in]);
-        } else {  // read from an enclosing graph
-          size_t s = AddSlot(in);
-          outer_slots_.emplace_back(s, in);
-          step.inputs.push_back(s);
-        }
-      }
-      for (const auto& out : node.outputs)  // an output nothing reads is not requested (HasOutput false)
-        step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
-      steps_.push_back(std::move(step));
-    }
-    base_slots_ = values_.size();
-    if (base_.empty()) IndexOriginalSteps();
-    if (!recompute.empty()) InsertRecomputation(recompute);
-    recompute_ = recompute;
-    // Outer-scope names read inside nested subgraphs must be visible through Lookup.
+    for (size_t index : order) steps_.push_back(MakeStep(graph_.nodes[index], read));
+  }
+
+  // A node's kernel and value slots; an output nothing reads is not requested (HasOutput false).
+  Step MakeStep(const Node& node, const std::unordered_set<std::string>& read) {
+    Step step;
+    step.node = &node;
+    step.opset = NodeOpset(node, model_);
+    step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
+    node.Describe();  // fills the cache here, so kernels' messages build no string during runs
+    ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
+             node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
+    if (step.kernel->parse_attributes)  // typed attributes, checked and kept for every run
+      step.state.objects.push_back(step.kernel->parse_attributes(node, step.opset));
+    for (const auto& in : node.inputs) step.inputs.push_back(InputSlot(in));
+    for (const auto& out : node.outputs)
+      step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
+    return step;
+  }
+
+  // The slot a node reads: kNoSlot for an omitted input, a new outer slot for a name of an enclosing graph.
+  size_t InputSlot(const std::string& name) {
+    if (name.empty()) return kNoSlot;
+    if (auto it = slot_of_.find(name); it != slot_of_.end()) return it->second;
+    const size_t s = AddSlot(name);
+    outer_slots_.emplace_back(s, name);
+    return s;
+  }
+
+  // Values never released or placed in the arena: initializers, graph inputs and outputs, outer-scope
+  // names (nested subgraphs see them through Lookup), and every value when a subgraph may read it by name.
+  void PinValues() {
     pinned_.assign(values_.size(), false);
     for (const auto& [slot, t] : initializer_values_) pinned_[slot] = true;
     for (const auto& in : graph_.inputs) pinned_[slot_of_[in.name]] = true;
     for (const auto& [slot, name] : outer_slots_) pinned_[slot] = true;
     for (const auto& o : graph_.outputs)
-      if (slot_of_.count(o.name)) pinned_[slot_of_[o.name]] = true;
-    // Values read by a subgraph stay alive for the whole run (subgraphs look them up by name).
-    for (const auto& step : steps_)
-      if (HasSubgraph(*step.node))
-        for (size_t s = 0; s < values_.size(); ++s) pinned_[s] = true;
-    last_use_.assign(values_.size(), -1);
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      for (size_t s : steps_[k].inputs)
-        if (s != kNoSlot) last_use_[s] = static_cast<int64_t>(k);
-      for (size_t s : steps_[k].outputs)
-        if (s != kNoSlot) last_use_[s] = std::max<int64_t>(last_use_[s], static_cast<int64_t>(k));
-    }
-    // Outputs of view kernels share their input's memory: the memory lives until the last view dies.
-    view_root_.resize(values_.size());
-    for (size_t s = 0; s < values_.size(); ++s) view_root_[s] = s;
-    for (const Step& step : steps_) {
-      if (!step.kernel->output_views_input || step.inputs.empty() || step.outputs.empty()) continue;
-      const size_t in = step.inputs[0], out = step.outputs[0];
-      if (in == kNoSlot || out == kNoSlot || pinned_[out]) continue;
-      view_root_[out] = view_root_[in];
-    }
-    for (size_t s = 0; s < values_.size(); ++s)
-      last_use_[view_root_[s]] = std::max(last_use_[view_root_[s]], last_use_[s]);
+      if (auto it = slot_of_.find(o.name); it != slot_of_.end()) pinned_[it->second] = true;
+    if (std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return HasSubgraph(*step.node); }))
+      pinned_.assign(values_.size(), true);
+  }
+
+  // Last uses and views (arena_plan.hpp); each unpinned value is released after its last use.
+  void PlanLifetimes() {
+    std::vector<PlanStep> order;
+    order.reserve(steps_.size());
+    for (const Step& step : steps_) order.push_back({step.inputs, step.outputs, step.kernel->output_views_input});
+    Liveness live = ComputeLiveness(order, pinned_);
+    last_use_ = std::move(live.last_use);
+    view_root_ = std::move(live.view_root);
     for (size_t s = 0; s < values_.size(); ++s)
       if (!pinned_[s] && last_use_[s] >= 0) steps_[static_cast<size_t>(last_use_[s])].release.push_back(s);
-    planned_bytes_.assign(values_.size(), 0);
-    planned_offset_.assign(values_.size(), -1);
-    define_step_.assign(values_.size(), -1);
-    bound_ = bound;
-    bound_.resize(values_.size());
-    overwritable_ = overwritable;
-    overwritable_.resize(values_.size(), false);
-    live_by_slot_.assign(values_.size(), 0);
-    is_initializer_.assign(values_.size(), false);
+  }
+
+  void ResetSlotState(std::vector<Tensor> bound, std::vector<bool> overwritable) {
+    const size_t n = values_.size();
+    planned_bytes_.assign(n, 0);
+    planned_offset_.assign(n, -1);
+    define_step_.assign(n, -1);
+    bound_ = std::move(bound);
+    bound_.resize(n);
+    overwritable_ = std::move(overwritable);
+    overwritable_.resize(n, false);
+    live_by_slot_.assign(n, 0);
+    is_initializer_.assign(n, false);
     for (const auto& [slot, tensor] : initializer_values_) {
       is_initializer_[slot] = true;
       values_[slot].tensor = tensor;
     }
-    overridable_.assign(values_.size(), false);
+    overridable_.assign(n, false);
     for (const auto& in : graph_.inputs) {
       input_slots_.push_back(slot_of_[in.name]);
       overridable_[slot_of_[in.name]] = true;
     }
+  }
+
+  // Points each step at its values (fixed from here on), so that a run builds no per-step lists.
+  void WireSteps() {
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
       for (size_t s : step.inputs) step.input_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
@@ -609,8 +624,7 @@ class GraphExecutor {
     return names;
   }
 
-  // Greedy placement by size: each value gets the lowest 64-byte-aligned offset that does not
-  // overlap any already placed value whose lifetime [define, last use] intersects its own.
+  // Places the values of the measuring run (arena_plan.hpp) and sizes the arena.
   void BuildPlan() {
     uint64_t peak = budget_ != 0 ? PlanWithinBudget() : Place();
     CheckMemoryLimit(peak, "the memory plan's arena");
@@ -627,35 +641,15 @@ class GraphExecutor {
 
   // Places every planned value (planned_offset_) and returns the arena's size.
   uint64_t Place() {
-    std::vector<size_t> order;
-    for (size_t s = 0; s < values_.size(); ++s)
-      if (define_step_[s] >= 0 && planned_bytes_[s] > 0) order.push_back(s);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return planned_bytes_[a] > planned_bytes_[b]; });
-    std::fill(planned_offset_.begin(), planned_offset_.end(), -1);
-    std::vector<size_t> placed;
-    uint64_t peak = 0;
-    for (size_t s : order) {
-      uint64_t size = (planned_bytes_[s] + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-      std::vector<std::pair<uint64_t, uint64_t>> busy;
-      for (size_t p : placed) {
-        bool overlap = define_step_[p] <= last_use_[s] && define_step_[s] <= last_use_[p];
-        if (overlap) busy.emplace_back(planned_offset_[p], planned_offset_[p] + planned_bytes_[p]);
-      }
-      std::sort(busy.begin(), busy.end());
-      uint64_t offset = 0;
-      for (const auto& [begin, end] : busy) {
-        if (offset + size <= begin) break;
-        offset = std::max(offset, (end + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment);
-      }
-      planned_offset_[s] = static_cast<int64_t>(offset);
-      peak = std::max(peak, offset + size);
-      placed.push_back(s);
-    }
-    CheckPlan(placed, peak);
-    return peak;
+    std::vector<ArenaValue> values(values_.size());
+    for (size_t s = 0; s < values_.size(); ++s) values[s] = {planned_bytes_[s], define_step_[s], last_use_[s]};
+    ArenaPlan plan = PlanArena(values);
+    CheckArenaPlan(values, plan);
+    planned_offset_ = std::move(plan.offsets);
+    return plan.bytes;
   }
 
-  // ---- gradient checkpointing under an arena budget ----
+  // ---- gradient checkpointing under an arena budget (memory_budget.hpp) ----
 
   // The steps in their original order and where the forward pass ends: after the last node that the
   // first graph output (the loss) depends on.
@@ -666,20 +660,31 @@ class GraphExecutor {
     for (const Step& step : steps_)
       if (HasSubgraph(*step.node)) return;  // subgraphs read values by name: nothing is recomputed
     if (graph_.outputs.empty() || !slot_of_.count(graph_.outputs[0].name)) return;
-    std::vector<size_t> producer(values_.size(), kNoSlot);
-    for (size_t p = 0; p < base_.size(); ++p)
-      for (size_t o : base_[p].outputs)
-        if (o != kNoSlot) producer[o] = p;
-    std::vector<bool> seen(values_.size(), false);
-    std::vector<size_t> stack{slot_of_.at(graph_.outputs[0].name)};
-    while (!stack.empty()) {
-      const size_t v = stack.back();
-      stack.pop_back();
-      if (v == kNoSlot || seen[v] || producer[v] == kNoSlot) continue;
-      seen[v] = true;
-      forward_end_ = std::max(forward_end_, producer[v] + 1);
-      for (size_t u : base_[producer[v]].inputs) stack.push_back(u);
+    forward_end_ = ForwardEnd(BudgetSteps(), values_.size(), slot_of_.at(graph_.outputs[0].name));
+  }
+
+  std::vector<BudgetStep> BudgetSteps() const {
+    std::vector<BudgetStep> steps;
+    for (const BaseStep& b : base_) {
+      const OpKernelEntry& k = *b.kernel;
+      const bool recomputable = k.domain.empty() && k.deterministic && !k.in_place && IsRecomputableOp(k.op_type);
+      steps.push_back({b.inputs, b.outputs, k.output_views_input, recomputable});
     }
+    return steps;
+  }
+
+  // The original steps and the per-value facts of the original slots, as the budget planner reads them.
+  BudgetGraph BudgetView() const {
+    BudgetGraph view;
+    view.steps = BudgetSteps();
+    view.forward_end = forward_end_;
+    auto base = [&](const std::vector<bool>& per_slot) {
+      return std::vector<bool>(per_slot.begin(), per_slot.begin() + static_cast<ptrdiff_t>(base_slots_));
+    };
+    view.pinned = base(pinned_);
+    view.overwritable = base(overwritable_);
+    view.is_initializer = base(is_initializer_);
+    return view;
   }
 
   // Steps in original order, with each recomputation before the original step at its `insert`;
@@ -713,260 +718,28 @@ class GraphExecutor {
     steps_ = std::move(steps);
   }
 
-  struct Candidate {
-    size_t value, producer, first_late_use;
-  };
-  // Forward values that a deterministic, recomputable node makes; neither views nor viewed, pinned or
-  // (unless `any_size`) of unknown size.
-  std::vector<Candidate> Candidates(bool any_size) const {
-    static const std::unordered_set<std::string> kRecomputable = {
-        "Conv", "BatchNormalization", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-        "Add", "Sub", "Mul", "Div", "Gelu", "Softplus", "Elu", "Erf", "MaxPool", "AveragePool", "GlobalAveragePool",
-        "MatMul", "Gemm", "LayerNormalization", "Softmax", "Transpose", "Concat"};
-    std::vector<size_t> first_late(base_slots_, kNoSlot);
-    for (size_t p = forward_end_; p < base_.size(); ++p)
-      for (size_t u : base_[p].inputs)
-        if (u != kNoSlot && first_late[u] == kNoSlot) first_late[u] = p;
-    std::vector<bool> aliased(base_slots_, false);
-    for (const BaseStep& b : base_)
-      if (b.kernel->output_views_input && !b.inputs.empty() && !b.outputs.empty() && b.inputs[0] != kNoSlot &&
-          b.outputs[0] != kNoSlot)
-        aliased[b.inputs[0]] = aliased[b.outputs[0]] = true;
-    std::vector<Candidate> found;
-    for (size_t p = 0; p < forward_end_; ++p) {
-      const BaseStep& b = base_[p];
-      if (b.outputs.empty() || b.outputs[0] == kNoSlot || !b.kernel->domain.empty() || !b.kernel->deterministic ||
-          b.kernel->in_place || !kRecomputable.count(b.kernel->op_type))
-        continue;
-      const size_t v = b.outputs[0];
-      // Values that the backward pass does not read (first_late_use kNoSlot) are recomputed only on the
-      // way to one that it reads.
-      if (pinned_[v] || aliased[v] || (!any_size && measured_[v] == 0)) continue;
-      bool overwritable_input = false;
-      for (size_t u : b.inputs) overwritable_input = overwritable_input || (u != kNoSlot && overwritable_[u]);
-      if (!overwritable_input) found.push_back({v, p, first_late[v]});
-    }
-    return found;
-  }
-
-  // Where each chosen value is recomputed: before its first backward reader, and before the
-  // recomputation of any chosen value that reads it.
-  std::vector<Recompute> Insertions(const std::vector<Candidate>& chosen) const {
-    std::vector<size_t> at(base_slots_, kNoSlot);
-    std::vector<bool> in(base_slots_, false);
-    std::vector<const Candidate*> by_producer;
-    for (const Candidate& c : chosen) {
-      at[c.value] = c.first_late_use;
-      in[c.value] = true;
-      by_producer.push_back(&c);
-    }
-    std::sort(by_producer.begin(), by_producer.end(), [](auto* a, auto* b) { return a->producer > b->producer; });
-    for (const Candidate* c : by_producer)
-      for (size_t u : base_[c->producer].inputs)
-        if (u != kNoSlot && in[u]) at[u] = std::min(at[u], at[c->value]);
-    std::vector<Recompute> list;
-    for (const Candidate& c : chosen) list.push_back({c.value, c.producer, at[c.value]});
-    std::sort(list.begin(), list.end(),
-              [](const Recompute& a, const Recompute& b) { return std::tie(a.insert, a.producer) < std::tie(b.insert, b.producer); });
-    return list;
-  }
-
-  // The intermediate bytes alive at once after each step of the order `list` makes (measured sizes).
-  struct Profile {
-    uint64_t peak = 0;
-    int64_t at = 0;
-    std::vector<int64_t> define, last;
-  };
-  Profile Simulate(const std::vector<Recompute>& list) const {
-    const size_t slots = base_slots_ + list.size();
-    std::vector<size_t> clone(base_slots_, kNoSlot);
-    std::vector<uint64_t> bytes(measured_.begin(), measured_.end());
-    for (size_t i = 0; i < list.size(); ++i) {
-      clone[list[i].value] = base_slots_ + i;
-      bytes.push_back(measured_[list[i].value]);
-    }
-    Profile profile;
-    profile.define.assign(slots, -1);
-    profile.last.assign(slots, -1);
-    std::vector<size_t> root(slots);
-    for (size_t s = 0; s < slots; ++s) root[s] = s;
-    int64_t k = 0;
-    auto visit = [&](const BaseStep& b, bool late, size_t only_output) {
-      for (size_t s : b.inputs) {
-        if (s != kNoSlot && late && clone[s] != kNoSlot) s = clone[s];
-        if (s != kNoSlot) profile.last[s] = k;
-      }
-      std::vector<size_t> outputs = b.outputs;
-      if (only_output != kNoSlot) outputs.assign({only_output});
-      for (size_t s : outputs)
-        if (s != kNoSlot) {
-          if (profile.define[s] < 0) profile.define[s] = k;
-          profile.last[s] = std::max(profile.last[s], k);
-        }
-      if (b.kernel->output_views_input && !b.inputs.empty() && b.inputs[0] != kNoSlot && outputs[0] != kNoSlot &&
-          (outputs[0] >= base_slots_ || !pinned_[outputs[0]]))
-        root[outputs[0]] = root[late && clone[b.inputs[0]] != kNoSlot ? clone[b.inputs[0]] : b.inputs[0]];
-      ++k;
-    };
-    size_t next = 0;
-    for (size_t p = 0; p < base_.size(); ++p) {
-      for (; next < list.size() && list[next].insert == p; ++next)
-        visit(base_[list[next].producer], true, base_slots_ + next);
-      visit(base_[p], p >= forward_end_, kNoSlot);
-    }
-    std::vector<int64_t> delta(static_cast<size_t>(k) + 2, 0);
-    for (size_t s = 0; s < slots; ++s) profile.last[root[s]] = std::max(profile.last[root[s]], profile.last[s]);
-    for (size_t s = 0; s < slots; ++s)
-      if (bytes[s] > 0 && profile.define[s] >= 0 && root[s] == s) {
-        delta[static_cast<size_t>(profile.define[s])] += static_cast<int64_t>(bytes[s]);
-        delta[static_cast<size_t>(profile.last[s]) + 1] -= static_cast<int64_t>(bytes[s]);
-      }
-    int64_t live = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      live += delta[static_cast<size_t>(i)];
-      if (static_cast<uint64_t>(live) > profile.peak) {
-        profile.peak = static_cast<uint64_t>(live);
-        profile.at = i;
-      }
-    }
-    return profile;
-  }
-
-  // free_only: the values whose recomputation reads only what stays alive anyway (what the measuring
-  // run recomputes). Otherwise the greedy order: each pick, among the largest values alive at the
-  // current peak, lowers the peak most; `peaks` gets the simulated peak after each pick.
-  std::vector<Candidate> Choose(bool free_only, std::vector<uint64_t>* peaks = nullptr) const {
-    const std::vector<Candidate> all = Candidates(free_only);
-    std::vector<Candidate> picked;
-    std::vector<bool> chosen(base_slots_, false);
-    if (free_only) {
-      std::vector<int64_t> last(base_slots_, -1);
-      for (size_t p = 0; p < base_.size(); ++p)
-        for (size_t u : base_[p].inputs)
-          if (u != kNoSlot) last[u] = static_cast<int64_t>(p);
-      for (const Candidate& c : all) {
-        if (c.first_late_use == kNoSlot) continue;
-        bool free = true;
-        for (size_t u : base_[c.producer].inputs)
-          if (u != kNoSlot && (chosen[u] || (!is_initializer_[u] && !pinned_[u] &&
-                                              last[u] < static_cast<int64_t>(c.first_late_use))))
-            free = false;
-        if (!free) continue;
-        chosen[c.value] = true;
-        picked.push_back(c);
-      }
-      return picked;
-    }
-    constexpr size_t kTriedPerPick = 16;
-    std::vector<size_t> index(base_slots_, kNoSlot), last(base_slots_, 0);
-    for (size_t i = 0; i < all.size(); ++i) index[all[i].value] = i;
-    for (size_t p = 0; p < base_.size(); ++p)
-      for (size_t u : base_[p].inputs)
-        if (u != kNoSlot) last[u] = p;
-    Profile now = Simulate({});
-    while (true) {
-      std::vector<const Candidate*> alive;
-      for (const Candidate& c : all)
-        if (!chosen[c.value] && c.first_late_use != kNoSlot && now.define[c.value] <= now.at &&
-            now.at <= now.last[c.value])
-          alive.push_back(&c);
-      std::sort(alive.begin(), alive.end(),
-                [&](auto* a, auto* b) { return measured_[a->value] > measured_[b->value]; });
-      if (alive.size() > kTriedPerPick) alive.resize(kTriedPerPick);
-      std::vector<const Candidate*> best;
-      Profile best_profile;
-      for (const Candidate* c : alive) {
-        // c with the candidates its recomputation would otherwise keep alive (a segment)
-        std::vector<const Candidate*> segment{c};
-        std::vector<bool> in_segment(base_slots_, false);
-        in_segment[c->value] = true;
-        for (size_t i = 0; i < segment.size(); ++i)
-          for (size_t u : base_[segment[i]->producer].inputs)
-            if (u != kNoSlot && index[u] != kNoSlot && !chosen[u] && !in_segment[u] && last[u] < forward_end_) {
-              in_segment[u] = true;
-              segment.push_back(&all[index[u]]);
-            }
-        for (const Candidate* part : segment) picked.push_back(*part);
-        Profile p = Simulate(Insertions(picked));
-        picked.resize(picked.size() - segment.size());
-        if (best.empty() || p.peak < best_profile.peak) {
-          best = std::move(segment);
-          best_profile = std::move(p);
-        }
-      }
-      if (best.empty() || best_profile.peak >= now.peak) return picked;
-      for (const Candidate* part : best) {
-        picked.push_back(*part);
-        chosen[part->value] = true;
-      }
-      now = std::move(best_profile);
-      if (peaks) {
-        peaks->resize(picked.size(), UINT64_MAX);  // a prefix that ends inside a segment: not a choice
-        peaks->back() = now.peak;
-      }
-    }
-  }
-
   // Recompiles with the fewest greedy picks whose plan fits the budget; the sizes are this measuring
   // run's. Throws kResourceExhausted naming the smallest arena found when none fits.
   uint64_t PlanWithinBudget() {
-    measured_.assign(base_slots_, 0);
+    std::vector<uint64_t> measured(base_slots_, 0);
     for (size_t s = 0; s < values_.size(); ++s) {
       if (define_step_[s] < 0) continue;
       const size_t original = s < base_slots_ ? s : recompute_[s - base_slots_].value;
-      measured_[original] = std::max(measured_[original], planned_bytes_[s]);
+      measured[original] = std::max(measured[original], planned_bytes_[s]);
     }
-    std::vector<uint64_t> peaks;
-    const std::vector<Candidate> order = Choose(false, &peaks);
-    auto plan = [&](size_t picks) {
-      Compile(Insertions(std::vector<Candidate>(order.begin(), order.begin() + static_cast<ptrdiff_t>(picks))));
+    auto place = [&](const std::vector<Recompute>& list) {
+      Compile(list);
       for (size_t k = 0; k < steps_.size(); ++k)
         for (size_t s : steps_[k].outputs) {
           if (s == kNoSlot || define_step_[s] >= 0 || pinned_[s] || view_root_[s] != s) continue;
-          const uint64_t bytes = measured_[s < base_slots_ ? s : recompute_[s - base_slots_].value];
+          const uint64_t bytes = measured[s < base_slots_ ? s : recompute_[s - base_slots_].value];
           if (bytes == 0) continue;
           define_step_[s] = static_cast<int64_t>(k);
           planned_bytes_[s] = bytes;
         }
       return Place();
     };
-    // Prefixes that end a segment, from the first whose simulated peak fits the budget.
-    std::vector<size_t> choices;
-    if (order.empty() || Simulate({}).peak <= budget_) choices.push_back(0);
-    for (size_t i = 0; i < peaks.size(); ++i)
-      if (peaks[i] != UINT64_MAX && (peaks[i] <= budget_ || !choices.empty())) choices.push_back(i + 1);
-    if (choices.empty()) choices.push_back(order.size());
-    constexpr size_t kPlansTried = 24;
-    if (choices.size() > kPlansTried) {  // the rest: straight to the most recomputation
-      choices.resize(kPlansTried - 1);
-      choices.push_back(order.size());
-    }
-    uint64_t smallest = UINT64_MAX;
-    for (size_t picks : choices) {
-      const uint64_t peak = plan(picks);
-      if (peak <= budget_) return peak;
-      smallest = std::min(smallest, peak);
-    }
-    Fail(ErrorCode::kResourceExhausted, "model '", model_.source, "': the memory budget of ", budget_,
-         " bytes cannot be met at these input shapes: recomputing forward values in the backward pass, the "
-         "smallest arena of intermediate tensors is ", smallest, " bytes; a budget of at least ", smallest,
-         " bytes fits");
-  }
-
-  // The plan's invariant, checked once per plan: values alive at the same time never share bytes.
-  void CheckPlan(const std::vector<size_t>& placed, uint64_t peak) const {
-    for (size_t i = 0; i < placed.size(); ++i) {
-      const size_t a = placed[i];
-      const uint64_t a_begin = static_cast<uint64_t>(planned_offset_[a]), a_end = a_begin + planned_bytes_[a];
-      ET_CHECK(a_end <= peak, ErrorCode::kInternal, model_.source, ": memory plan places a value past the arena");
-      for (size_t j = i + 1; j < placed.size(); ++j) {
-        const size_t b = placed[j];
-        const uint64_t b_begin = static_cast<uint64_t>(planned_offset_[b]), b_end = b_begin + planned_bytes_[b];
-        const bool alive_together = define_step_[a] <= last_use_[b] && define_step_[b] <= last_use_[a];
-        ET_CHECK(!alive_together || a_end <= b_begin || b_end <= a_begin, ErrorCode::kInternal, model_.source,
-                 ": memory plan overlaps two live values");
-      }
-    }
+    return BudgetPlanner(BudgetView(), measured).PlanWithin(budget_, place, model_.source);
   }
 
   static uint64_t CheckedBytes(const Shape& shape, DataType dtype) {
@@ -1015,8 +788,8 @@ class GraphExecutor {
   std::vector<uint64_t> live_by_slot_;
   bool run_planned_ = false, plan_broken_ = false;  // state of the run in progress
   std::atomic<bool> in_use_{false};  // a run is in progress (a concurrent one is refused)
-  // Gradient checkpointing (SetArenaBudget): the original steps, where the forward pass ends, what is
-  // recomputed now and the bytes each original value took in the last measuring run.
+  // Gradient checkpointing (SetArenaBudget): the original steps, where the forward pass ends and what is
+  // recomputed now.
   struct BaseStep {
     const Node* node;
     const OpKernelEntry* kernel;
@@ -1026,7 +799,6 @@ class GraphExecutor {
   std::vector<BaseStep> base_;
   size_t base_slots_ = 0, forward_end_ = 0;
   std::vector<Recompute> recompute_;
-  std::vector<uint64_t> measured_;
   uint64_t budget_ = 0;
   std::unordered_map<const Graph*, std::unique_ptr<GraphExecutor>> children_;
 };
@@ -1076,6 +848,7 @@ Session::Session(Model model, SessionOptions options)
     const OpRegistry& ops = OpRegistry::Global();  // an operator-reduced build may lack a fused kernel
     FoldBatchNormIntoConv(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ConvReluMaxPool", 1)) FuseConvReluMaxPool(model_.graph);
+    if (ops.Find("", "LSTM", 14) && ops.Find(kEdgetrainDomain, "LSTMGrad", 1)) KeepRecurrentTraces(model_.graph);
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
   }

@@ -171,6 +171,17 @@ struct TrainingSession::Impl {
 
   Checkpoint& checkpoint() { return state.checkpoint(); }
   void BindTrainingModel(const Model& model, const OrtAccumulators& accumulators);
+  // What the training model's outputs and ORT's accumulators say about its inputs.
+  struct TrainingRoles {
+    std::set<std::string> with_gradient, with_state_update;  // parameters
+    std::map<std::string, std::string> state_updates;        // training output -> parameter it overwrites
+    std::map<std::string, std::string> accumulated_outputs;  // output -> parameter whose buffer it refills
+  };
+  TrainingRoles ClassifyTrainingModel(const Model& model, const OrtAccumulators& accumulators,
+                                      const ParameterNames& by_checkpoint);
+  void BindParameter(const ValueInfo& input, const Model& model, TrainingRoles& roles);
+  void AssignTrainOutputRoles(const TrainingRoles& roles, const OrtAccumulators& accumulators,
+                              const ParameterNames& by_checkpoint);
   void BindEvalModel();
   void BindOptimizerModel();
   void BindOrtOptimizerModel();
@@ -224,78 +235,70 @@ struct TrainingSession::Impl {
   }
 };
 
-void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
-  std::set<std::string> checkpoint_names, model_inputs;
-  for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+namespace {
+ParameterNames NamesIn(const std::set<std::string>& set) {
+  auto in = [&set](std::string_view name) { return set.count(std::string(name)) != 0; };
+  return {in, in};
+}
+}  // namespace
+
+TrainingSession::Impl::TrainingRoles TrainingSession::Impl::ClassifyTrainingModel(const Model& model,
+                                                                                  const OrtAccumulators& accumulators,
+                                                                                  const ParameterNames& by_checkpoint) {
+  std::set<std::string> model_inputs;
   for (const ValueInfo& in : model.graph.inputs) model_inputs.insert(in.name);
-  auto in = [](const std::set<std::string>& set) {
-    return [&set](std::string_view name) { return set.count(std::string(name)) != 0; };
-  };
-  // The model says which of its inputs get a gradient or a state update; the checkpoint must hold them.
-  const ParameterNames by_checkpoint{in(checkpoint_names), in(checkpoint_names)};
-  const ParameterNames model_parameters{in(model_inputs), in(model_inputs)};
-  std::set<std::string> with_gradient, with_state_update;
+  const ParameterNames model_parameters = NamesIn(model_inputs);
+  TrainingRoles roles;
   for (const ValueInfo& out : model.graph.outputs) {
     ArtifactValue v = ClassifyOutput(ArtifactModel::kTraining, out.name, model_parameters);
-    if (v.role == ArtifactRole::kGradient) with_gradient.insert(v.parameter);
-    if (v.role == ArtifactRole::kStateUpdate) with_state_update.insert(v.parameter);
+    if (v.role == ArtifactRole::kGradient) roles.with_gradient.insert(v.parameter);
+    if (v.role == ArtifactRole::kStateUpdate) roles.with_state_update.insert(v.parameter);
   }
-  std::map<std::string, std::string> state_updates;        // training output -> parameter it overwrites
-  std::map<std::string, std::string> accumulated_outputs;  // output -> parameter whose buffer it refills
   for (const auto& [buffer, output] : accumulators.accumulated_output) {
     ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, buffer, by_checkpoint);
     ET_CHECK(v.role == ArtifactRole::kAccumulationBuffer, ErrorCode::kInvalidModel, "training model '", model.source,
              "': accumulation buffer '", buffer, "' is not named <parameter>", kOrtAccumulationBufferSuffix);
     accumulation_buffers[buffer] = v.parameter;
-    accumulated_outputs[output] = v.parameter;
-    with_gradient.insert(v.parameter);
+    roles.accumulated_outputs[output] = v.parameter;
+    roles.with_gradient.insert(v.parameter);
   }
+  return roles;
+}
 
-  for (const ValueInfo* input : training->Inputs()) {
-    const std::string& name = input->name;
-    ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, name, by_checkpoint);
-    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name)) continue;
-    bool has_gradient = with_gradient.count(name) != 0;
-    bool is_state = with_state_update.count(name) != 0;
-    if (v.role != ArtifactRole::kParameter) {
-      ET_CHECK(!has_gradient && !is_state, ErrorCode::kInvalidArgument, "checkpoint has no parameter '", name,
-               "', which the training model '", model.source, "' needs");
-      train_inputs.push_back(name);
-      continue;
-    }
-    parameters.push_back(name);
-    if (state.is_nominal()) {
-      DataType dtype =
-          state.IsTrainable(name) ? checkpoint().nominal_trainable.at(name) : checkpoint().nominal_frozen.at(name);
-      values[name] = Tensor::Zeros(dtype, StaticShape(*input));
-    } else {
-      values[name] = state.IsTrainable(name) ? checkpoint().trainable.at(name) : checkpoint().frozen.at(name);
-    }
-    CheckParameterFits(values[name], *input, "training");
-    if (state.IsTrainable(name)) {
-      ET_CHECK(has_gradient, ErrorCode::kInvalidArgument, "trainable parameter '", name, "' has no gradient ('",
-               GradientName(name), "' output or '", OrtAccumulationBufferName(name),
-               "' input) in the training model '", model.source, "'");
-      trainable.push_back(name);
-      gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
-    }
-    if (is_state) {
-      // Written into a buffer of our own (the kernel reads the state it updates), then copied over.
-      state_updates[StateUpdateName(name)] = name;
-      training->BindOutput(StateUpdateName(name), Tensor(values[name].dtype(), values[name].shape()));
-    }
+// A training-model input that the checkpoint holds: its tensor, its gradient buffer, its state update.
+void TrainingSession::Impl::BindParameter(const ValueInfo& input, const Model& model, TrainingRoles& roles) {
+  const std::string& name = input.name;
+  const bool is_trainable = state.IsTrainable(name);
+  parameters.push_back(name);
+  if (state.is_nominal()) {
+    DataType dtype = is_trainable ? checkpoint().nominal_trainable.at(name) : checkpoint().nominal_frozen.at(name);
+    values[name] = Tensor::Zeros(dtype, StaticShape(input));
+  } else {
+    values[name] = is_trainable ? checkpoint().trainable.at(name) : checkpoint().frozen.at(name);
   }
-  for (const std::string& name : checkpoint_names)
-    ET_CHECK(values.count(name), ErrorCode::kInvalidArgument, "checkpoint parameter '", name,
-             "' is not an input of the training model '", model.source, "'");
-  for (const auto& [buffer, param] : accumulation_buffers)
-    ET_CHECK(gradients.count(param), ErrorCode::kInvalidArgument, "training model '", model.source,
-             "' accumulates the gradient of '", param, "', which is not a trainable parameter of the checkpoint");
+  CheckParameterFits(values[name], input, "training");
+  if (is_trainable) {
+    ET_CHECK(roles.with_gradient.count(name), ErrorCode::kInvalidArgument, "trainable parameter '", name,
+             "' has no gradient ('", GradientName(name), "' output or '", OrtAccumulationBufferName(name),
+             "' input) in the training model '", model.source, "'");
+    trainable.push_back(name);
+    gradients[name] = Tensor::Zeros(values[name].dtype(), values[name].shape());
+  }
+  if (roles.with_state_update.count(name)) {
+    // Written into a buffer of our own (the kernel reads the state it updates), then copied over.
+    roles.state_updates[StateUpdateName(name)] = name;
+    training->BindOutput(StateUpdateName(name), Tensor(values[name].dtype(), values[name].shape()));
+  }
+}
+
+// What TrainStep does with each training-model output, in output order.
+void TrainingSession::Impl::AssignTrainOutputRoles(const TrainingRoles& roles, const OrtAccumulators& accumulators,
+                                                   const ParameterNames& by_checkpoint) {
   const std::vector<std::string>& flags = accumulators.flag_outputs;
   for (const std::string& name : training->OutputNames()) {
-    if (auto it = state_updates.find(name); it != state_updates.end()) {
+    if (auto it = roles.state_updates.find(name); it != roles.state_updates.end()) {
       train_output_roles.push_back({OutputRole::kStateUpdate, &values[it->second]});
-    } else if (auto acc = accumulated_outputs.find(name); acc != accumulated_outputs.end()) {
+    } else if (auto acc = roles.accumulated_outputs.find(name); acc != roles.accumulated_outputs.end()) {
       train_output_roles.push_back({OutputRole::kAccumulated, &gradients[acc->second]});
       training->BindOutput(name, gradients[acc->second]);  // the graph adds or overwrites in place
     } else if (std::count(flags.begin(), flags.end(), name)) {
@@ -309,6 +312,33 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
       train_outputs.push_back(name);
     }
   }
+}
+
+void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccumulators& accumulators) {
+  std::set<std::string> checkpoint_names;
+  for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+  // The model says which of its inputs get a gradient or a state update; the checkpoint must hold them.
+  const ParameterNames by_checkpoint = NamesIn(checkpoint_names);
+  TrainingRoles roles = ClassifyTrainingModel(model, accumulators, by_checkpoint);
+  for (const ValueInfo* input : training->Inputs()) {
+    const std::string& name = input->name;
+    ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, name, by_checkpoint);
+    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name)) continue;
+    if (v.role == ArtifactRole::kParameter) {
+      BindParameter(*input, model, roles);
+      continue;
+    }
+    ET_CHECK(!roles.with_gradient.count(name) && !roles.with_state_update.count(name), ErrorCode::kInvalidArgument,
+             "checkpoint has no parameter '", name, "', which the training model '", model.source, "' needs");
+    train_inputs.push_back(name);
+  }
+  for (const std::string& name : checkpoint_names)
+    ET_CHECK(values.count(name), ErrorCode::kInvalidArgument, "checkpoint parameter '", name,
+             "' is not an input of the training model '", model.source, "'");
+  for (const auto& [buffer, param] : accumulation_buffers)
+    ET_CHECK(gradients.count(param), ErrorCode::kInvalidArgument, "training model '", model.source,
+             "' accumulates the gradient of '", param, "', which is not a trainable parameter of the checkpoint");
+  AssignTrainOutputRoles(roles, accumulators, by_checkpoint);
 }
 
 Runner TrainingSession::Impl::PrepareRunner(const Session& session, const std::vector<std::string>& caller_inputs,
