@@ -399,6 +399,7 @@ Model onnx_proto::ImportModelProto(onnxpb::ModelProto& proto, const std::string&
   if (infer) onnx_proto::InferValueInfo(proto);
   CollectInferredTypes(proto.graph(), ctx);
   model.graph = ConvertGraph(proto.graph(), ctx);
+  if (infer && options.complete_types) options.complete_types(model);
   return model;
 }
 

@@ -19,6 +19,8 @@ struct ImportOptions {
   // When infer_shapes is false, inference still runs if this holds for some node of the main
   // graph (domain, op, opset): e.g. ops whose kernels read the shapes a model declares.
   std::function<bool(const std::string&, const std::string&, int64_t)> needs_shapes;
+  // Runs after shape inference (when it runs): fills types it left unknown (ops' shape rules).
+  std::function<void(Model&)> complete_types;
   // > 0: models importing an older default-domain opset are converted to this one first.
   int64_t upgrade_to_opset = 0;
   // Bounds on what a model file makes the importer allocate, checked before it does (kResourceExhausted

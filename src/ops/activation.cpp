@@ -271,7 +271,7 @@ void TanhGradKernel(KernelContext& ctx) {
 }
 
 void RegisterActivationOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Relu") RegisterOnnx(r, "Relu", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Relu", [](KernelContext& ctx) {
     NumericUnary(ctx, [](auto x) { return x > decltype(x){0} ? x : decltype(x){0}; });
   });
   ET_IF_BUILT("", "Relu") r.SetGradient("Relu", ReluGradient);
@@ -292,7 +292,7 @@ void RegisterActivationOps(OpRegistry& r) {
   ET_IF_BUILT("", "Softplus") r.SetGradient("Softplus", SoftplusGradient);
   ET_IF_BUILT("", "Softsign") RegisterFloatActivation(r, "Softsign");
   ET_IF_BUILT("", "ThresholdedRelu") RegisterFloatActivation(r, "ThresholdedRelu");
-  ET_IF_BUILT("", "Shrink") RegisterOnnx(r, "Shrink", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Shrink", [](KernelContext& ctx) {
     NumericUnary(ctx, [bias = FloatAttr(ctx, "bias", 0.0), lambd = FloatAttr(ctx, "lambd", 0.5)](auto x) {
       using C = decltype(x);
       const double v = static_cast<double>(x);
@@ -301,16 +301,16 @@ void RegisterActivationOps(OpRegistry& r) {
       return C{0};
     });
   });
-  ET_IF_BUILT("", "PRelu") RegisterOnnx(r, "PRelu", PReluKernel);
+  ET_REGISTER_ONNX(r, "PRelu", PReluKernel);
   ET_IF_BUILT("", "PRelu") r.SetGradient("PRelu", PReluGradient);
-  ET_IF_BUILT("", "Mish") RegisterOnnx(r, "Mish", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Mish", [](KernelContext& ctx) {
     FloatUnary(ctx, [](auto x) {
       const double v = static_cast<double>(x);
       return static_cast<decltype(x)>(v * std::tanh(v > 20 ? v : std::log1p(std::exp(v))));
     });
   }, 18);
   ET_IF_BUILT("", "Mish") r.SetGradient("Mish", MishGradient);
-  ET_IF_BUILT("", "Gelu") RegisterOnnx(r, "Gelu", GeluKernel, 20);
+  ET_REGISTER_ONNX(r, "Gelu", GeluKernel, 20);
   ET_IF_BUILT("", "Gelu") r.SetGradient("Gelu", GeluGradient);
 
   ET_IF_BUILT("ai.edgetrain", "ReluGrad") RegisterFused(r, "ReluGrad", ReluGradKernel, ET_TRAINING_BODY(ReluGradFunction()));

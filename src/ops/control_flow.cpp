@@ -364,12 +364,12 @@ void IdentityGradient(GradientContext& g) { g.SetGrad(0, g.dY(0)); }
 }  // namespace
 
 void RegisterControlFlowOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Constant") RegisterOnnx(r, "Constant", Constant);
-  ET_IF_BUILT("", "Identity") RegisterOnnx(r, "Identity", Identity).output_views_input = true;
+  ET_REGISTER_ONNX(r, "Constant", Constant);
+  ET_REGISTER_ONNX(r, "Identity", Identity).output_views_input = true;
   ET_IF_BUILT("", "Identity") r.SetGradient("Identity", IdentityGradient);
-  ET_IF_BUILT("", "If") RegisterOnnx(r, "If", If);
-  ET_IF_BUILT("", "Loop") RegisterOnnx(r, "Loop", Loop);
-  ET_IF_BUILT("", "Scan") RegisterOnnx(r, "Scan", Scan);
+  ET_REGISTER_ONNX(r, "If", If);
+  ET_REGISTER_ONNX(r, "Loop", Loop);
+  ET_REGISTER_ONNX(r, "Scan", Scan);
   ET_IF_BUILT("", "Scan") r.SetGradient("Scan", ScanGradient);
   // No definition in standard ops: the backward iteration would need a Loop over the kept states.
   ET_IF_BUILT(kEdgetrainDomain, "ScanGrad") RegisterFused(r, "ScanGrad", ScanGrad, nullptr);

@@ -17,6 +17,7 @@
 #include "ops/conv_dnnl.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gemm.hpp"
+#include "ops/attributes.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/shared_kernels.hpp"
@@ -27,14 +28,113 @@ namespace {
 int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
-// Reads kernel_shape/strides/dilations/pads (not auto_pad) and validates them against `spatial` dims.
-void ReadConvAttributes(const KernelContext& ctx, const Tensor& w, size_t spatial, ConvGeometry& g) {
-  const Node& node = ctx.node();
-  const std::string& what = node.Describe();
-  g.kernel = node.GetInts("kernel_shape", Shape(w.shape().begin() + 2, w.shape().end()));
-  g.strides = node.GetInts("strides", Int64Vector(spatial, 1));
-  g.dilations = node.GetInts("dilations", Int64Vector(spatial, 1));
-  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
+// Conv's and ConvTranspose's attributes (ConvInteger, QLinearConv, ConvGrad, FusedConv and ConvReluMaxPool
+// share them). A list left out is empty: its default depends on the rank, known when the kernel runs.
+struct ConvAttributes {
+  int64_t group = 1;
+  Int64Vector kernel_shape, strides, dilations, pads;
+  Int64Vector output_padding, output_shape;  // ConvTranspose
+  std::string auto_pad = "NOTSET";
+
+  static ConvAttributes Parse(const Node& node, int64_t /*opset*/) {
+    const AttributeReader read(node);
+    ConvAttributes a;
+    a.group = read.Int("group", 1);
+    read.Check(a.group >= 1, "group", "must be >= 1");
+    a.kernel_shape = read.Ints("kernel_shape");
+    a.strides = read.Ints("strides");
+    a.dilations = read.Ints("dilations");
+    a.pads = read.Ints("pads");
+    a.output_padding = read.Ints("output_padding");
+    a.output_shape = read.Ints("output_shape");
+    a.auto_pad = read.String("auto_pad", "NOTSET", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"});
+    auto all = [](const Int64Vector& v, int64_t least) {
+      return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x >= least; });
+    };
+    read.Check(all(a.kernel_shape, 1), "kernel_shape", "must be >= 1");
+    read.Check(all(a.strides, 1), "strides", "must be >= 1");
+    read.Check(all(a.dilations, 1), "dilations", "must be >= 1");
+    read.Check(all(a.pads, 0) && a.pads.size() % 2 == 0, "pads", "must be an even count of values >= 0");
+    read.Check(all(a.output_padding, 0), "output_padding", "must be >= 0");
+    // The lists given must agree on the number of spatial dimensions.
+    const size_t spatial = !a.kernel_shape.empty() ? a.kernel_shape.size()
+                           : !a.strides.empty()    ? a.strides.size()
+                                                   : a.dilations.size();
+    for (const char* name : {"strides", "dilations", "output_padding"}) {
+      const Int64Vector& v = name[0] == 's' ? a.strides : name[0] == 'd' ? a.dilations : a.output_padding;
+      read.Check(v.empty() || v.size() == spatial || spatial == 0, name, "has a length that differs from kernel_shape's");
+    }
+    read.Check(a.pads.empty() || spatial == 0 || a.pads.size() == 2 * spatial, "pads",
+               "must hold two values per spatial dimension");
+    return a;
+  }
+
+  Int64Vector Or(const Int64Vector& v, size_t count, int64_t fill) const {
+    return v.empty() ? Int64Vector(count, fill) : v;
+  }
+  int64_t Extent(const std::vector<int64_t>& kernel, size_t d, size_t spatial) const {
+    return (kernel[d] - 1) * Or(dilations, spatial, 1)[d] + 1;
+  }
+
+  // Conv: Y [N, M, out...] from X [N, C, in...] and W [M, C/group, k...]; a spatial size is known when X's is.
+  std::vector<ValueInfo> OutputTypes(const std::vector<const ValueInfo*>& inputs) const {
+    return SpatialOutput(inputs, false);
+  }
+
+  std::vector<ValueInfo> SpatialOutput(const std::vector<const ValueInfo*>& inputs, bool transpose) const {
+    const std::vector<Dim>* x = inputs.size() > 0 ? KnownShape(inputs[0]) : nullptr;
+    const std::vector<Dim>* w = inputs.size() > 1 ? KnownShape(inputs[1]) : nullptr;
+    if (!x || !w || x->size() < 3 || w->size() != x->size()) return {ValueInfo{}};
+    const size_t spatial = x->size() - 2;
+    Int64Vector kernel = kernel_shape;
+    for (size_t d = 0; kernel.empty() && d < spatial; ++d)
+      if (!(*w)[d + 2].known()) return {ValueInfo{}};
+    if (kernel.empty())
+      for (size_t d = 0; d < spatial; ++d) kernel.push_back((*w)[d + 2].value);
+    if (kernel.size() != spatial) return {ValueInfo{}};
+    const Dim& m = transpose ? (*w)[1] : (*w)[0];
+    std::vector<Dim> y = {(*x)[0], transpose ? (m.known() ? FixedDim(m.value * group) : Dim{}) : m};
+    for (size_t d = 0; d < spatial; ++d)
+      y.push_back((*x)[d + 2].known() ? FixedDim(transpose ? TransposedSize((*x)[d + 2].value, kernel, d, spatial)
+                                                           : ForwardSize((*x)[d + 2].value, kernel, d, spatial))
+                                      : Dim{});
+    return {TensorInfo(inputs[0]->dtype, std::move(y))};
+  }
+
+  int64_t ForwardSize(int64_t in, const std::vector<int64_t>& kernel, size_t d, size_t spatial) const {
+    const int64_t stride = Or(strides, spatial, 1)[d];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return (in + stride - 1) / stride;
+    const Int64Vector p = auto_pad == "VALID" ? Int64Vector(2 * spatial, 0) : Or(pads, 2 * spatial, 0);
+    return (in + p[d] + p[d + spatial] - Extent(kernel, d, spatial)) / stride + 1;
+  }
+
+  int64_t TransposedSize(int64_t in, const std::vector<int64_t>& kernel, size_t d, size_t spatial) const {
+    Int64Vector shape = output_shape;
+    if (shape.size() == spatial + 2) shape.erase(shape.begin(), shape.begin() + 2);
+    if (shape.size() == spatial) return shape[d];
+    const int64_t stride = Or(strides, spatial, 1)[d];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return in * stride;
+    const Int64Vector p = auto_pad == "VALID" ? Int64Vector(2 * spatial, 0) : Or(pads, 2 * spatial, 0);
+    return stride * (in - 1) + Or(output_padding, spatial, 0)[d] + Extent(kernel, d, spatial) - p[d] - p[d + spatial];
+  }
+};
+
+// ConvTranspose: the same attributes, its own shape rule.
+struct ConvTransposeAttributes : ConvAttributes {
+  static ConvTransposeAttributes Parse(const Node& node, int64_t opset) { return {ConvAttributes::Parse(node, opset)}; }
+  std::vector<ValueInfo> OutputTypes(const std::vector<const ValueInfo*>& inputs) const {
+    return SpatialOutput(inputs, true);
+  }
+};
+
+// Takes kernel_shape/strides/dilations/pads (not auto_pad) and validates them against `spatial` dims.
+void ReadConvAttributes(const ConvAttributes& a, const std::string& what, const Tensor& w, size_t spatial,
+                        ConvGeometry& g) {
+  g.kernel = a.kernel_shape.empty() ? Shape(w.shape().begin() + 2, w.shape().end())
+                                    : Shape(a.kernel_shape.begin(), a.kernel_shape.end());
+  g.strides = a.Or(a.strides, spatial, 1);
+  g.dilations = a.Or(a.dilations, spatial, 1);
+  const Int64Vector pads = a.Or(a.pads, 2 * spatial, 0);
   ET_CHECK(g.kernel.size() == spatial && g.strides.size() == spatial && g.dilations.size() == spatial &&
                pads.size() == 2 * spatial,
            ErrorCode::kInvalidArgument, what, ": kernel_shape/strides/dilations/pads do not match ", spatial,
@@ -185,7 +285,8 @@ void ForEachImageGroup(ThreadPool& pool, int64_t batch, int64_t group, int64_t w
 // 8-bit products summed over fewer than 2^37 terms)
 
 // Validates X and W and derives the geometry from the attributes (X is [N, C, spatial...]).
-ConvGeometry ConvForwardGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w) {
+ConvGeometry ConvForwardGeometry(KernelContext& ctx, const Tensor& x, const Tensor& w) {
+  const ConvAttributes& attrs = ctx.Attributes<ConvAttributes>();
   const Node& node = ctx.node();
   const std::string& what = node.Describe();
   ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
@@ -196,14 +297,14 @@ ConvGeometry ConvForwardGeometry(const KernelContext& ctx, const Tensor& x, cons
   g.batch = x.dim(0);
   g.in_channels = x.dim(1);
   g.out_channels = w.dim(0);
-  g.group = node.GetInt("group", 1);
+  g.group = attrs.group;
   ET_CHECK(g.group >= 1 && g.in_channels % g.group == 0 && g.out_channels % g.group == 0 &&
                w.dim(1) * g.group == g.in_channels,
            ErrorCode::kInvalidArgument, what, ": channels do not match: X ", ShapeToString(x.shape()), ", W ",
            ShapeToString(w.shape()), ", group ", g.group);
-  ReadConvAttributes(ctx, w, spatial, g);
+  ReadConvAttributes(attrs, what, w, spatial, g);
   g.input.assign(x.shape().begin() + 2, x.shape().end());
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  const std::string& auto_pad = attrs.auto_pad;
   g.output.resize(spatial);
   for (size_t d = 0; d < spatial; ++d) {
     const int64_t extent = (g.kernel[d] - 1) * g.dilations[d] + 1;
@@ -498,7 +599,7 @@ void SingleChannelConv(KernelContext& ctx, const ConvGeometry& g, const T* x, co
 }
 
 // Checks Conv's inputs X, W and B (optional) and derives the geometry.
-ConvGeometry CheckedConvGeometry(const KernelContext& ctx) {
+ConvGeometry CheckedConvGeometry(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const Tensor& w = ctx.Input(1);
   const std::string& what = ctx.node().Describe();
@@ -544,200 +645,6 @@ Tensor& ConvForwardKernel(KernelContext& ctx, bool relu) {
 namespace {
 
 void ConvKernel(KernelContext& ctx) { ConvForwardKernel(ctx, false); }
-
-// ai.edgetrain.ConvReluMaxPool(X, W, B?) = MaxPool(Relu(Conv(X, W, B))), with Conv's attributes and
-// MaxPool's named "pool_<attribute>". On oneDNN the Conv's output stays in oneDNN's blocked layout
-// for the pooling; the reference path pools a plain Conv output kept as scratch.
-void ConvReluMaxPoolKernel(KernelContext& ctx) {
-  const ConvGeometry g = CheckedConvGeometry(ctx);
-  const Tensor& x = ctx.Input(0);
-  const Shape conv_shape = ConvOutputShape(g);
-  const PoolGeometry pool = ReadPoolGeometry(ctx, conv_shape, true, "pool_");
-  Shape pooled_shape = {g.batch, g.out_channels};
-  pooled_shape.insert(pooled_shape.end(), pool.output.begin(), pool.output.end());
-  Tensor& y = ctx.Output(0, pooled_shape, x.dtype());
-  if (x.dtype() == DataType::kFloat32 && UseDnnl() &&
-      conv_dnnl::ConvReluMaxPoolForward(g, pool, x.data<float>(), ctx.Input(1).data<float>(),
-                                        ctx.HasInput(2) ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
-                                        ctx.threads().num_threads()))
-    return;
-  Tensor& conv = ctx.Output(1, conv_shape, x.dtype());  // the node has one output: scratch kept between runs
-  ConvInto(ctx, g, conv, true);
-  MaxPoolCompute(ctx, conv, pool, y);
-}
-
-// Values of an int8/uint8 tensor minus a zero point that is a scalar or one value per block of
-// `block` consecutive elements (per output channel of W), as doubles.
-std::vector<double> CenteredInt8(const KernelContext& ctx, const Tensor& t, const Tensor* zero_point, int64_t blocks,
-                                 const char* name) {
-  const std::string& what = ctx.node().Describe();
-  ET_CHECK(t.dtype() == DataType::kUint8 || t.dtype() == DataType::kInt8, ErrorCode::kNotImplemented, what, ": ", name,
-           " of type ", DataTypeName(t.dtype()), " is not supported (int8/uint8 only)");
-  std::vector<double> zp = {0.0};
-  if (zero_point) {
-    ET_CHECK(zero_point->dtype() == t.dtype(), ErrorCode::kInvalidArgument, what, ": zero point of ", name,
-             " must have its type");
-    zp = zero_point->ToDoubleVector();
-    ET_CHECK(zp.size() == 1 || static_cast<int64_t>(zp.size()) == blocks, ErrorCode::kInvalidArgument, what,
-             ": zero point of ", name, " has ", zp.size(), " values, expected 1 or ", blocks);
-  }
-  const std::vector<double> values = t.ToDoubleVector();
-  std::vector<double> out(values.size());
-  const int64_t block = blocks > 0 ? t.numel() / blocks : 1;
-  for (size_t i = 0; i < values.size(); ++i)
-    out[i] = values[i] - zp[zp.size() == 1 ? 0 : static_cast<size_t>(static_cast<int64_t>(i) / block)];
-  return out;
-}
-
-void ConvIntegerKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.Input(0);
-  const Tensor& w = ctx.Input(1);
-  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
-  const std::vector<double> xc = CenteredInt8(ctx, x, ctx.HasInput(2) ? &ctx.Input(2) : nullptr, 1, "x");
-  const std::vector<double> wc = CenteredInt8(ctx, w, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, g.out_channels, "w");
-  Tensor& y = ctx.Output(0, ConvOutputShape(g), DataType::kInt32);
-  std::vector<double> acc(static_cast<size_t>(y.numel()));
-  ConvCompute<double>(ctx, g, xc.data(), wc.data(), nullptr, acc.data());
-  int32_t* yp = y.data<int32_t>();
-  for (size_t i = 0; i < acc.size(); ++i) yp[i] = static_cast<int32_t>(static_cast<int64_t>(acc[i]));
-}
-
-// Scalar or per-channel float parameter of the quantized ops.
-std::vector<float> QuantScale(const KernelContext& ctx, size_t index, int64_t channels) {
-  const Tensor& t = ctx.Input(index);
-  ET_CHECK(t.dtype() == DataType::kFloat32 && (t.numel() == 1 || t.numel() == channels), ErrorCode::kInvalidArgument,
-           ctx.node().Describe(), ": scale input ", index, " must be float32 with 1 or ", channels, " values");
-  return t.ToVector<float>();
-}
-
-void QLinearConvKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.Input(0);
-  const Tensor& w = ctx.Input(3);
-  const std::string& what = ctx.node().Describe();
-  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
-  const std::vector<float> x_scale = QuantScale(ctx, 1, 1), w_scale = QuantScale(ctx, 4, g.out_channels);
-  const std::vector<float> y_scale = QuantScale(ctx, 6, 1);
-  const Tensor& y_zp_tensor = ctx.Input(7);
-  const DataType y_type = y_zp_tensor.dtype();
-  ET_CHECK(y_type == DataType::kUint8 || y_type == DataType::kInt8, ErrorCode::kNotImplemented, what,
-           ": output type ", DataTypeName(y_type), " is not supported (int8/uint8 only)");
-  const double y_zp = y_zp_tensor.DoubleAt(0);
-  const std::vector<double> xc = CenteredInt8(ctx, x, &ctx.Input(2), 1, "x");
-  const std::vector<double> wc = CenteredInt8(ctx, w, &ctx.Input(5), g.out_channels, "w");
-  std::vector<double> bias;
-  if (ctx.HasInput(8)) {
-    const Tensor& b = ctx.Input(8);
-    ET_CHECK(b.dtype() == DataType::kInt32 && b.numel() == g.out_channels, ErrorCode::kInvalidArgument, what,
-             ": bias must be int32 with ", g.out_channels, " values");
-    bias = b.ToDoubleVector();
-  }
-  Tensor& y = ctx.Output(0, ConvOutputShape(g), y_type);
-  std::vector<double> acc(static_cast<size_t>(y.numel()));
-  ConvCompute<double>(ctx, g, xc.data(), wc.data(), bias.empty() ? nullptr : bias.data(), acc.data());
-  const int64_t out_size = g.OutputSize();
-  const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
-  uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
-  int8_t* y_s8 = y_type == DataType::kInt8 ? y.data<int8_t>() : nullptr;
-  for (size_t i = 0; i < acc.size(); ++i) {
-    const int64_t channel = (static_cast<int64_t>(i) / out_size) % g.out_channels;
-    const float multiplier = x_scale[0] * w_scale[w_scale.size() == 1 ? 0 : static_cast<size_t>(channel)] / y_scale[0];
-    const double q = std::clamp(std::nearbyint(static_cast<float>(acc[i]) * multiplier) + y_zp, lo, hi);
-    if (y_u8) {
-      y_u8[i] = static_cast<uint8_t>(q);
-    } else {
-      y_s8[i] = static_cast<int8_t>(q);
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// ConvTranspose
-
-void ConvTransposeKernel(KernelContext& ctx) {
-  const Tensor& x = ctx.Input(0);
-  const Tensor& w = ctx.Input(1);
-  const Node& node = ctx.node();
-  const std::string& what = node.Describe();
-  ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
-           ": ConvTranspose needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
-           ShapeToString(w.shape()));
-  ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
-  const size_t spatial = x.rank() - 2;
-  ConvGeometry g;
-  g.batch = x.dim(0);
-  g.in_channels = x.dim(1);
-  g.group = node.GetInt("group", 1);
-  ET_CHECK(g.group >= 1 && w.dim(0) == g.in_channels && g.in_channels % g.group == 0, ErrorCode::kInvalidArgument,
-           what, ": channels do not match: X ", ShapeToString(x.shape()), ", W ", ShapeToString(w.shape()), ", group ",
-           g.group);
-  g.out_channels = w.dim(1) * g.group;
-  ReadConvAttributes(ctx, w, spatial, g);
-  g.input.assign(x.shape().begin() + 2, x.shape().end());
-  const std::vector<int64_t> output_padding = node.GetInts("output_padding", Int64Vector(spatial, 0));
-  std::vector<int64_t> output_shape = node.GetInts("output_shape");
-  if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
-  ET_CHECK(output_padding.size() == spatial && (output_shape.empty() || output_shape.size() == spatial),
-           ErrorCode::kInvalidArgument, what, ": output_padding/output_shape do not match ", spatial,
-           " spatial dimensions");
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
-  ET_CHECK(auto_pad == "NOTSET" || auto_pad == "VALID" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER",
-           ErrorCode::kNotImplemented, what, ": auto_pad '", auto_pad, "' is not supported");
-  g.output.resize(spatial);
-  for (size_t d = 0; d < spatial; ++d) {
-    const int64_t full = g.strides[d] * (g.input[d] - 1) + output_padding[d] + (g.kernel[d] - 1) * g.dilations[d] + 1;
-    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-    if (!output_shape.empty() || same) {
-      g.output[d] = !output_shape.empty() ? output_shape[d] : g.input[d] * g.strides[d];
-      const int64_t total = full - g.output[d];
-      // Odd padding goes first only for SAME_LOWER (the backend data for output_shape relies on this).
-      g.pad_begin[d] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
-      g.pad_end[d] = total - g.pad_begin[d];
-    } else {
-      if (auto_pad == "VALID") g.pad_begin[d] = g.pad_end[d] = 0;
-      g.output[d] = full - g.pad_begin[d] - g.pad_end[d];
-    }
-    ET_CHECK(g.output[d] >= 0, ErrorCode::kInvalidArgument, what, ": negative output size on spatial axis ", d);
-  }
-  const bool has_bias = ctx.HasInput(2);
-  if (has_bias) {
-    const Tensor& b = ctx.Input(2);
-    ET_CHECK(b.numel() == g.out_channels && b.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": bias of shape ",
-             ShapeToString(b.shape()), " does not match ", g.out_channels, " output channels");
-  }
-  Shape y_shape = {g.batch, g.out_channels};
-  y_shape.insert(y_shape.end(), g.output.begin(), g.output.end());
-  Tensor& y = ctx.Output(0, y_shape, x.dtype());
-
-  VisitFloat(x.dtype(), what, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    const T* wp = w.data<T>();
-    const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
-    T* yp = y.data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      if (UseDnnl() && conv_dnnl::ConvTransposeForward(g, xp, wp, bp, yp, ctx.threads().num_threads())) return;
-    }
-    const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
-    const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
-    const int64_t rows = mg * kernel_size;
-    const size_t col_size = static_cast<size_t>(rows * in_size);
-    const size_t slots = static_cast<size_t>(ctx.threads().num_threads());
-    NodeScratch<T> scratch(ctx, col_size * slots);
-    const std::span<T> cols = scratch.Take(col_size * slots);
-    ForEachImageGroup(ctx.threads(), g.batch, g.group, rows * cg * in_size,
-                      [&](int64_t n, int64_t grp, ThreadPool* pool, int64_t slot) {
-                        const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
-                        T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
-                        for (int64_t m = 0; m < mg; ++m)
-                          std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp ? bp[grp * mg + m] : T(0));
-                        T* col = cols.data() + static_cast<size_t>(slot) * col_size;
-                        // col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i]
-                        Gemm<T>(true, false, rows, in_size, cg, T(1), wp + grp * cg * rows, rows, x_ng, in_size, T(0),
-                                col, in_size, pool);
-                        Col2ImAdd(g, mg, col, y_ng);
-                      });
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // ConvGrad: the gradients of Y = Conv(X, W, B)
@@ -900,23 +807,6 @@ namespace {
 
 Attribute RefInts(const std::string& name) { return Attribute::Ref(Attribute::Kind::kInts, name); }
 
-// ConvReluMaxPool in standard ops: Conv, Relu, MaxPool.
-std::shared_ptr<const FunctionDef> ConvReluMaxPoolFunction() {
-  FunctionBuilder b("ConvReluMaxPool", {"X", "W", "B"}, {"Y"},
-                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "pool_auto_pad",
-                     "pool_ceil_mode", "pool_dilations", "pool_kernel_shape", "pool_pads", "pool_strides"});
-  auto attributes = [](const std::string& prefix) {
-    AttributeMap a = {{"auto_pad", Attribute::Ref(Attribute::Kind::kString, prefix + "auto_pad")}};
-    for (const char* name : {"dilations", "kernel_shape", "pads", "strides"}) a[name] = RefInts(prefix + name);
-    return a;
-  };
-  AttributeMap conv = attributes(""), pool = attributes("pool_");
-  conv["group"] = Attribute::Ref(Attribute::Kind::kInt, "group");
-  pool["ceil_mode"] = Attribute::Ref(Attribute::Kind::kInt, "pool_ceil_mode");
-  b.Op("MaxPool", {b.Op("Relu", {b.Op("Conv", {"X", "W", "B"}, "conv", conv)}, "relu")}, "Y", pool);
-  return b.Build();
-}
-
 // ConvGrad in standard ops (any spatial rank; shapes read at run time):
 //  dX = ConvTranspose(dY, W) without padding, then cropped by the pads (Pad with negative amounts);
 //  dW = Conv of X with channels and batch swapped (per group) by dY used as the kernel, strides and
@@ -1016,28 +906,30 @@ std::vector<int64_t> StaticSpatial(const GradientContext& g, const std::string& 
 AttributeMap ResolvedConvAttributes(const GradientContext& g, bool transpose) {
   const Node& node = g.node();
   const std::string& what = node.Describe();
+  const ConvAttributes a = ConvAttributes::Parse(node, g.opset());
   int64_t rank = StaticRank(g, g.X(1));
   if (rank < 3) rank = StaticRank(g, g.X(0));
-  if (rank < 3 && node.HasAttr("kernel_shape")) rank = static_cast<int64_t>(node.GetInts("kernel_shape").size()) + 2;
+  if (rank < 3 && !a.kernel_shape.empty()) rank = static_cast<int64_t>(a.kernel_shape.size()) + 2;
   ET_CHECK(rank >= 3, ErrorCode::kNotImplemented, what,
            ": the gradient needs the rank of X or W, which shape inference does not know");
   const size_t spatial = static_cast<size_t>(rank - 2);
-  const std::vector<int64_t> strides = node.GetInts("strides", Int64Vector(spatial, 1));
-  const Int64Vector dilations = node.GetInts("dilations", Int64Vector(spatial, 1));
-  Int64Vector pads = node.GetInts("pads", Int64Vector(2 * spatial, 0));
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  const std::vector<int64_t> strides = a.Or(a.strides, spatial, 1);
+  const Int64Vector dilations = a.Or(a.dilations, spatial, 1);
+  Int64Vector pads = a.Or(a.pads, 2 * spatial, 0);
+  const std::string& auto_pad = a.auto_pad;
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  Int64Vector output_shape = transpose ? node.GetInts("output_shape") : Int64Vector{};
+  Int64Vector output_shape = transpose ? a.output_shape : Int64Vector{};
   if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   ET_CHECK(strides.size() == spatial && dilations.size() == spatial && pads.size() == 2 * spatial,
            ErrorCode::kInvalidModel, what, ": strides/dilations/pads do not match ", spatial, " spatial dimensions");
   if (auto_pad == "VALID") std::fill(pads.begin(), pads.end(), 0);
   if (same || !output_shape.empty()) {
     const std::vector<int64_t> input = StaticSpatial(g, g.X(0));
-    const std::vector<int64_t> kernel = node.GetInts("kernel_shape", StaticSpatial(g, g.X(1)));
+    const std::vector<int64_t> kernel =
+        a.kernel_shape.empty() ? StaticSpatial(g, g.X(1)) : std::vector<int64_t>(a.kernel_shape.begin(), a.kernel_shape.end());
     ET_CHECK(input.size() == spatial && kernel.size() == spatial, ErrorCode::kNotImplemented, what,
              ": the gradient with auto_pad or output_shape needs static spatial sizes of X and W");
-    const std::vector<int64_t> output_padding = node.GetInts("output_padding", Int64Vector(spatial, 0));
+    const std::vector<int64_t> output_padding = a.Or(a.output_padding, spatial, 0);
     for (size_t d = 0; d < spatial; ++d) {
       const int64_t extent = (kernel[d] - 1) * dilations[d] + 1;
       int64_t total = 0, begin = 0;
@@ -1059,7 +951,7 @@ AttributeMap ResolvedConvAttributes(const GradientContext& g, bool transpose) {
   return {{"strides", Attribute::Ints(strides)},
           {"pads", Attribute::Ints(pads)},
           {"dilations", Attribute::Ints(dilations)},
-          {"group", Attribute::Int(node.GetInt("group", 1))}};
+          {"group", Attribute::Int(a.group)}};
 }
 
 // dB of Conv/ConvTranspose: dY summed over the batch and spatial axes.
@@ -1083,6 +975,103 @@ void ConvGradient(GradientContext& g) {
   if (bias_grad) g.SetGrad(2, grads[2]);
 }
 
+void RegisterConv(OpRegistry& r) {
+  ET_IF_BUILT("", "Conv") {
+    WithAttributes<ConvAttributes>(RegisterOnnx(r, "Conv", ConvKernel));
+    r.SetGradient("Conv", ConvGradient);
+  }
+  ET_IF_BUILT("ai.edgetrain", "ConvGrad")
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvTranspose
+
+void ConvTransposeKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  const Node& node = ctx.node();
+  const std::string& what = node.Describe();
+  ET_CHECK(x.rank() >= 3 && w.rank() == x.rank(), ErrorCode::kInvalidArgument, what,
+           ": ConvTranspose needs X of rank >= 3 and W of the same rank, got ", ShapeToString(x.shape()), " and ",
+           ShapeToString(w.shape()));
+  ET_CHECK(x.dtype() == w.dtype(), ErrorCode::kInvalidArgument, what, ": X and W types differ");
+  const size_t spatial = x.rank() - 2;
+  const ConvTransposeAttributes& attrs = ctx.Attributes<ConvTransposeAttributes>();
+  ConvGeometry g;
+  g.batch = x.dim(0);
+  g.in_channels = x.dim(1);
+  g.group = attrs.group;
+  ET_CHECK(g.group >= 1 && w.dim(0) == g.in_channels && g.in_channels % g.group == 0, ErrorCode::kInvalidArgument,
+           what, ": channels do not match: X ", ShapeToString(x.shape()), ", W ", ShapeToString(w.shape()), ", group ",
+           g.group);
+  g.out_channels = w.dim(1) * g.group;
+  ReadConvAttributes(attrs, what, w, spatial, g);
+  g.input.assign(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> output_padding = attrs.Or(attrs.output_padding, spatial, 0);
+  std::vector<int64_t> output_shape = attrs.output_shape;
+  if (output_shape.size() == spatial + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  ET_CHECK(output_padding.size() == spatial && (output_shape.empty() || output_shape.size() == spatial),
+           ErrorCode::kInvalidArgument, what, ": output_padding/output_shape do not match ", spatial,
+           " spatial dimensions");
+  const std::string& auto_pad = attrs.auto_pad;
+  g.output.resize(spatial);
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t full = g.strides[d] * (g.input[d] - 1) + output_padding[d] + (g.kernel[d] - 1) * g.dilations[d] + 1;
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      g.output[d] = !output_shape.empty() ? output_shape[d] : g.input[d] * g.strides[d];
+      const int64_t total = full - g.output[d];
+      // Odd padding goes first only for SAME_LOWER (the backend data for output_shape relies on this).
+      g.pad_begin[d] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+      g.pad_end[d] = total - g.pad_begin[d];
+    } else {
+      if (auto_pad == "VALID") g.pad_begin[d] = g.pad_end[d] = 0;
+      g.output[d] = full - g.pad_begin[d] - g.pad_end[d];
+    }
+    ET_CHECK(g.output[d] >= 0, ErrorCode::kInvalidArgument, what, ": negative output size on spatial axis ", d);
+  }
+  const bool has_bias = ctx.HasInput(2);
+  if (has_bias) {
+    const Tensor& b = ctx.Input(2);
+    ET_CHECK(b.numel() == g.out_channels && b.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": bias of shape ",
+             ShapeToString(b.shape()), " does not match ", g.out_channels, " output channels");
+  }
+  Shape y_shape = {g.batch, g.out_channels};
+  y_shape.insert(y_shape.end(), g.output.begin(), g.output.end());
+  Tensor& y = ctx.Output(0, y_shape, x.dtype());
+
+  VisitFloat(x.dtype(), what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* wp = w.data<T>();
+    const T* bp = has_bias ? ctx.Input(2).data<T>() : nullptr;
+    T* yp = y.data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseDnnl() && conv_dnnl::ConvTransposeForward(g, xp, wp, bp, yp, ctx.threads().num_threads())) return;
+    }
+    const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+    const int64_t kernel_size = g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+    const int64_t rows = mg * kernel_size;
+    const size_t col_size = static_cast<size_t>(rows * in_size);
+    const size_t slots = static_cast<size_t>(ctx.threads().num_threads());
+    NodeScratch<T> scratch(ctx, col_size * slots);
+    const std::span<T> cols = scratch.Take(col_size * slots);
+    ForEachImageGroup(ctx.threads(), g.batch, g.group, rows * cg * in_size,
+                      [&](int64_t n, int64_t grp, ThreadPool* pool, int64_t slot) {
+                        const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
+                        T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+                        for (int64_t m = 0; m < mg; ++m)
+                          std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp ? bp[grp * mg + m] : T(0));
+                        T* col = cols.data() + static_cast<size_t>(slot) * col_size;
+                        // col[(m, k), i] = sum_c W[c, (m, k)] * X[c, i]
+                        Gemm<T>(true, false, rows, in_size, cg, T(1), wp + grp * cg * rows, rows, x_ng, in_size, T(0),
+                                col, in_size, pool);
+                        Col2ImAdd(g, mg, col, y_ng);
+                      });
+  });
+}
+
 // Y = ConvTranspose(X, W) is the input-gradient of a Conv with weights W, so dX = Conv(dY, W)
 // and dW is that Conv's weight gradient with X in the role of its output gradient.
 void ConvTransposeGradient(GradientContext& g) {
@@ -1095,18 +1084,150 @@ void ConvTransposeGradient(GradientContext& g) {
   if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) g.SetGrad(2, BiasGradient(g, dy));
 }
 
+void RegisterConvTranspose(OpRegistry& r) {
+  ET_IF_BUILT("", "ConvTranspose") {
+    WithAttributes<ConvTransposeAttributes>(RegisterOnnx(r, "ConvTranspose", ConvTransposeKernel));
+    r.SetGradient("ConvTranspose", ConvTransposeGradient);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvReluMaxPool (ai.edgetrain): Conv, Relu and MaxPool fused
+
+// ai.edgetrain.ConvReluMaxPool(X, W, B?) = MaxPool(Relu(Conv(X, W, B))), with Conv's attributes and
+// MaxPool's named "pool_<attribute>". On oneDNN the Conv's output stays in oneDNN's blocked layout
+// for the pooling; the reference path pools a plain Conv output kept as scratch.
+void ConvReluMaxPoolKernel(KernelContext& ctx) {
+  const ConvGeometry g = CheckedConvGeometry(ctx);
+  const Tensor& x = ctx.Input(0);
+  const Shape conv_shape = ConvOutputShape(g);
+  const PoolGeometry pool = ReadPoolGeometry(ctx, conv_shape, true, "pool_");
+  Shape pooled_shape = {g.batch, g.out_channels};
+  pooled_shape.insert(pooled_shape.end(), pool.output.begin(), pool.output.end());
+  Tensor& y = ctx.Output(0, pooled_shape, x.dtype());
+  if (x.dtype() == DataType::kFloat32 && UseDnnl() &&
+      conv_dnnl::ConvReluMaxPoolForward(g, pool, x.data<float>(), ctx.Input(1).data<float>(),
+                                        ctx.HasInput(2) ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
+                                        ctx.threads().num_threads()))
+    return;
+  Tensor& conv = ctx.Output(1, conv_shape, x.dtype());  // the node has one output: scratch kept between runs
+  ConvInto(ctx, g, conv, true);
+  MaxPoolCompute(ctx, conv, pool, y);
+}
+
+// ConvReluMaxPool in standard ops: Conv, Relu, MaxPool.
+std::shared_ptr<const FunctionDef> ConvReluMaxPoolFunction() {
+  FunctionBuilder b("ConvReluMaxPool", {"X", "W", "B"}, {"Y"},
+                    {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "pool_auto_pad",
+                     "pool_ceil_mode", "pool_dilations", "pool_kernel_shape", "pool_pads", "pool_strides"});
+  auto attributes = [](const std::string& prefix) {
+    AttributeMap a = {{"auto_pad", Attribute::Ref(Attribute::Kind::kString, prefix + "auto_pad")}};
+    for (const char* name : {"dilations", "kernel_shape", "pads", "strides"}) a[name] = RefInts(prefix + name);
+    return a;
+  };
+  AttributeMap conv = attributes(""), pool = attributes("pool_");
+  conv["group"] = Attribute::Ref(Attribute::Kind::kInt, "group");
+  pool["ceil_mode"] = Attribute::Ref(Attribute::Kind::kInt, "pool_ceil_mode");
+  b.Op("MaxPool", {b.Op("Relu", {b.Op("Conv", {"X", "W", "B"}, "conv", conv)}, "relu")}, "Y", pool);
+  return b.Build();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConvInteger and QLinearConv
+
+// Values of an int8/uint8 tensor minus a zero point that is a scalar or one value per block of
+// `block` consecutive elements (per output channel of W), as doubles.
+std::vector<double> CenteredInt8(const KernelContext& ctx, const Tensor& t, const Tensor* zero_point, int64_t blocks,
+                                 const char* name) {
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(t.dtype() == DataType::kUint8 || t.dtype() == DataType::kInt8, ErrorCode::kNotImplemented, what, ": ", name,
+           " of type ", DataTypeName(t.dtype()), " is not supported (int8/uint8 only)");
+  std::vector<double> zp = {0.0};
+  if (zero_point) {
+    ET_CHECK(zero_point->dtype() == t.dtype(), ErrorCode::kInvalidArgument, what, ": zero point of ", name,
+             " must have its type");
+    zp = zero_point->ToDoubleVector();
+    ET_CHECK(zp.size() == 1 || static_cast<int64_t>(zp.size()) == blocks, ErrorCode::kInvalidArgument, what,
+             ": zero point of ", name, " has ", zp.size(), " values, expected 1 or ", blocks);
+  }
+  const std::vector<double> values = t.ToDoubleVector();
+  std::vector<double> out(values.size());
+  const int64_t block = blocks > 0 ? t.numel() / blocks : 1;
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = values[i] - zp[zp.size() == 1 ? 0 : static_cast<size_t>(static_cast<int64_t>(i) / block)];
+  return out;
+}
+
+void ConvIntegerKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(1);
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const std::vector<double> xc = CenteredInt8(ctx, x, ctx.HasInput(2) ? &ctx.Input(2) : nullptr, 1, "x");
+  const std::vector<double> wc = CenteredInt8(ctx, w, ctx.HasInput(3) ? &ctx.Input(3) : nullptr, g.out_channels, "w");
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), DataType::kInt32);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  ConvCompute<double>(ctx, g, xc.data(), wc.data(), nullptr, acc.data());
+  int32_t* yp = y.data<int32_t>();
+  for (size_t i = 0; i < acc.size(); ++i) yp[i] = static_cast<int32_t>(static_cast<int64_t>(acc[i]));
+}
+
+// Scalar or per-channel float parameter of the quantized ops.
+std::vector<float> QuantScale(const KernelContext& ctx, size_t index, int64_t channels) {
+  const Tensor& t = ctx.Input(index);
+  ET_CHECK(t.dtype() == DataType::kFloat32 && (t.numel() == 1 || t.numel() == channels), ErrorCode::kInvalidArgument,
+           ctx.node().Describe(), ": scale input ", index, " must be float32 with 1 or ", channels, " values");
+  return t.ToVector<float>();
+}
+
+void QLinearConvKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& w = ctx.Input(3);
+  const std::string& what = ctx.node().Describe();
+  const ConvGeometry g = ConvForwardGeometry(ctx, x, w);
+  const std::vector<float> x_scale = QuantScale(ctx, 1, 1), w_scale = QuantScale(ctx, 4, g.out_channels);
+  const std::vector<float> y_scale = QuantScale(ctx, 6, 1);
+  const Tensor& y_zp_tensor = ctx.Input(7);
+  const DataType y_type = y_zp_tensor.dtype();
+  ET_CHECK(y_type == DataType::kUint8 || y_type == DataType::kInt8, ErrorCode::kNotImplemented, what,
+           ": output type ", DataTypeName(y_type), " is not supported (int8/uint8 only)");
+  const double y_zp = y_zp_tensor.DoubleAt(0);
+  const std::vector<double> xc = CenteredInt8(ctx, x, &ctx.Input(2), 1, "x");
+  const std::vector<double> wc = CenteredInt8(ctx, w, &ctx.Input(5), g.out_channels, "w");
+  std::vector<double> bias;
+  if (ctx.HasInput(8)) {
+    const Tensor& b = ctx.Input(8);
+    ET_CHECK(b.dtype() == DataType::kInt32 && b.numel() == g.out_channels, ErrorCode::kInvalidArgument, what,
+             ": bias must be int32 with ", g.out_channels, " values");
+    bias = b.ToDoubleVector();
+  }
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), y_type);
+  std::vector<double> acc(static_cast<size_t>(y.numel()));
+  ConvCompute<double>(ctx, g, xc.data(), wc.data(), bias.empty() ? nullptr : bias.data(), acc.data());
+  const int64_t out_size = g.OutputSize();
+  const double lo = y_type == DataType::kUint8 ? 0 : -128, hi = y_type == DataType::kUint8 ? 255 : 127;
+  uint8_t* y_u8 = y_type == DataType::kUint8 ? y.data<uint8_t>() : nullptr;
+  int8_t* y_s8 = y_type == DataType::kInt8 ? y.data<int8_t>() : nullptr;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t channel = (static_cast<int64_t>(i) / out_size) % g.out_channels;
+    const float multiplier = x_scale[0] * w_scale[w_scale.size() == 1 ? 0 : static_cast<size_t>(channel)] / y_scale[0];
+    const double q = std::clamp(std::nearbyint(static_cast<float>(acc[i]) * multiplier) + y_zp, lo, hi);
+    if (y_u8) {
+      y_u8[i] = static_cast<uint8_t>(q);
+    } else {
+      y_s8[i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
 }  // namespace
 
 void RegisterConvOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Conv") RegisterOnnx(r, "Conv", ConvKernel);
-  ET_IF_BUILT("", "ConvTranspose") RegisterOnnx(r, "ConvTranspose", ConvTransposeKernel);
-  ET_IF_BUILT("", "ConvInteger") RegisterOnnx(r, "ConvInteger", ConvIntegerKernel);
-  ET_IF_BUILT("", "QLinearConv") RegisterOnnx(r, "QLinearConv", QLinearConvKernel);
-  ET_IF_BUILT("", "Conv") r.SetGradient("Conv", ConvGradient);
-  ET_IF_BUILT("", "ConvTranspose") r.SetGradient("ConvTranspose", ConvTransposeGradient);
-  ET_IF_BUILT("ai.edgetrain", "ConvGrad") RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction());
+  RegisterConv(r);
+  RegisterConvTranspose(r);
   ET_IF_BUILT("ai.edgetrain", "ConvReluMaxPool")
-    RegisterFused(r, "ConvReluMaxPool", ConvReluMaxPoolKernel, ConvReluMaxPoolFunction());
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ConvReluMaxPool", ConvReluMaxPoolKernel, ConvReluMaxPoolFunction()));
+  ET_IF_BUILT("", "ConvInteger") WithAttributeParser<ConvAttributes>(RegisterOnnx(r, "ConvInteger", ConvIntegerKernel));
+  ET_IF_BUILT("", "QLinearConv") WithAttributeParser<ConvAttributes>(RegisterOnnx(r, "QLinearConv", QLinearConvKernel));
 }
 
 }  // namespace edgetrain

@@ -631,9 +631,9 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_IF_BUILT("", "Sqrt") RegisterFloatUnary(r, "Sqrt", [](auto x) { return std::sqrt(x); });
   ET_IF_BUILT("", "Tan") RegisterFloatUnary(r, "Tan", [](auto x) { return std::tan(x); });
   ET_IF_BUILT("", "Tanh") RegisterFloatUnary(r, "Tanh", [](auto x) { return std::tanh(x); });
-  ET_IF_BUILT("", "IsInf") RegisterOnnx(r, "IsInf", IsInfKernel);
-  ET_IF_BUILT("", "IsNaN") RegisterOnnx(r, "IsNaN", IsNaNKernel);
-  ET_IF_BUILT("", "Not") RegisterOnnx(r, "Not", NotKernel);
+  ET_REGISTER_ONNX(r, "IsInf", IsInfKernel);
+  ET_REGISTER_ONNX(r, "IsNaN", IsNaNKernel);
+  ET_REGISTER_ONNX(r, "Not", NotKernel);
   ET_IF_BUILT("", "Atan") r.SetGradient("Atan", AtanGradient);
   ET_IF_BUILT("", "Cos") r.SetGradient("Cos", CosGradient);
   ET_IF_BUILT("", "Erf") r.SetGradient("Erf", ErfGradient);
@@ -645,7 +645,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_IF_BUILT("", "Tanh") r.SetGradient("Tanh", TanhGradient);  // TanhGrad is registered with the activations
 
   // Unary math over every numeric type.
-  ET_IF_BUILT("", "Abs") RegisterOnnx(r, "Abs", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Abs", [](KernelContext& ctx) {
     NumericUnary(ctx, [](auto x) -> decltype(x) {
       using C = decltype(x);
       if constexpr (std::is_floating_point_v<C>) return std::abs(x);
@@ -654,9 +654,8 @@ void RegisterElementwiseOps(OpRegistry& r) {
     });
   });
   ET_IF_BUILT("", "Abs") r.SetGradient("Abs", AbsGradient);
-  ET_IF_BUILT("", "Neg")
-    RegisterOnnx(r, "Neg", [](KernelContext& ctx) { NumericUnary(ctx, [](auto x) { return WrapNeg(x); }); });
-  ET_IF_BUILT("", "Sign") RegisterOnnx(r, "Sign", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Neg", [](KernelContext& ctx) { NumericUnary(ctx, [](auto x) { return WrapNeg(x); }); });
+  ET_REGISTER_ONNX(r, "Sign", [](KernelContext& ctx) {
     NumericUnary(ctx, [](auto x) -> decltype(x) {
       using C = decltype(x);
       if constexpr (std::is_floating_point_v<C>) {
@@ -667,19 +666,16 @@ void RegisterElementwiseOps(OpRegistry& r) {
   });
 
   // Binary arithmetic with broadcasting.
-  ET_IF_BUILT("", "Add")
-    RegisterOnnx(r, "Add", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Add", [](KernelContext& ctx) {
       NumericBinary(ctx, [](auto x, auto y) { return WrapAdd(x, y); });
     });
-  ET_IF_BUILT("", "Sub")
-    RegisterOnnx(r, "Sub", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Sub", [](KernelContext& ctx) {
       NumericBinary(ctx, [](auto x, auto y) { return WrapSub(x, y); });
     });
-  ET_IF_BUILT("", "Mul")
-    RegisterOnnx(r, "Mul", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Mul", [](KernelContext& ctx) {
       NumericBinary(ctx, [](auto x, auto y) { return WrapMul(x, y); });
     });
-  ET_IF_BUILT("", "Div") RegisterOnnx(r, "Div", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Div", [](KernelContext& ctx) {
     NumericBinary(ctx, [](auto x, auto y) { return DivValue(x, y); }, /*is_division=*/true);
   });
   ET_IF_BUILT("", "Add") r.SetGradient("Add", AddGradient);
@@ -687,53 +683,42 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_IF_BUILT("", "Mul") r.SetGradient("Mul", MulGradient);
   ET_IF_BUILT("", "Div") r.SetGradient("Div", DivGradient);
   ET_IF_BUILT("", "Neg") r.SetGradient("Neg", NegGradient);
-  ET_IF_BUILT("", "Pow") RegisterOnnx(r, "Pow", PowKernel);
+  ET_REGISTER_ONNX(r, "Pow", PowKernel);
   ET_IF_BUILT("", "Pow") r.SetGradient("Pow", PowGradient);
-  ET_IF_BUILT("", "Mod") RegisterOnnx(r, "Mod", ModKernel);
-  ET_IF_BUILT("", "BitShift") RegisterOnnx(r, "BitShift", BitShiftKernel);
-  ET_IF_BUILT("", "BitwiseAnd") RegisterOnnx(r, "BitwiseAnd", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x & y; }); }, 18);
-  ET_IF_BUILT("", "BitwiseOr") RegisterOnnx(r, "BitwiseOr", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x | y; }); }, 18);
-  ET_IF_BUILT("", "BitwiseXor") RegisterOnnx(r, "BitwiseXor", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x ^ y; }); }, 18);
-  ET_IF_BUILT("", "BitwiseNot") RegisterOnnx(r, "BitwiseNot", BitwiseNotKernel, 18);
+  ET_REGISTER_ONNX(r, "Mod", ModKernel);
+  ET_REGISTER_ONNX(r, "BitShift", BitShiftKernel);
+  ET_REGISTER_ONNX(r, "BitwiseAnd", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x & y; }); }, 18);
+  ET_REGISTER_ONNX(r, "BitwiseOr", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x | y; }); }, 18);
+  ET_REGISTER_ONNX(r, "BitwiseXor", [](KernelContext& ctx) { BitwiseBinary(ctx, [](auto x, auto y) { return x ^ y; }); }, 18);
+  ET_REGISTER_ONNX(r, "BitwiseNot", BitwiseNotKernel, 18);
 
   // Logic and comparison, bool output.
-  ET_IF_BUILT("", "And")
-    RegisterOnnx(r, "And", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x && y; }); });
-  ET_IF_BUILT("", "Or")
-    RegisterOnnx(r, "Or", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x || y; }); });
-  ET_IF_BUILT("", "Xor")
-    RegisterOnnx(r, "Xor", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x != y; }); });
-  ET_IF_BUILT("", "Equal")
-    RegisterOnnx(r, "Equal", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x == y; }); });
-  ET_IF_BUILT("", "Greater")
-    RegisterOnnx(r, "Greater", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x > y; }); });
-  ET_IF_BUILT("", "GreaterOrEqual")
-    RegisterOnnx(r, "GreaterOrEqual", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "And", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x && y; }); });
+  ET_REGISTER_ONNX(r, "Or", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x || y; }); });
+  ET_REGISTER_ONNX(r, "Xor", [](KernelContext& ctx) { Logical(ctx, [](bool x, bool y) { return x != y; }); });
+  ET_REGISTER_ONNX(r, "Equal", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x == y; }); });
+  ET_REGISTER_ONNX(r, "Greater", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x > y; }); });
+  ET_REGISTER_ONNX(r, "GreaterOrEqual", [](KernelContext& ctx) {
       Comparison(ctx, [](auto x, auto y) { return x >= y; });
     });
-  ET_IF_BUILT("", "Less")
-    RegisterOnnx(r, "Less", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x < y; }); });
-  ET_IF_BUILT("", "LessOrEqual")
-    RegisterOnnx(r, "LessOrEqual", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x <= y; }); });
+  ET_REGISTER_ONNX(r, "Less", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x < y; }); });
+  ET_REGISTER_ONNX(r, "LessOrEqual", [](KernelContext& ctx) { Comparison(ctx, [](auto x, auto y) { return x <= y; }); });
 
   // Variadic with broadcasting.
-  ET_IF_BUILT("", "Max")
-    RegisterOnnx(r, "Max", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MaxValue(x, y); }); });
-  ET_IF_BUILT("", "Min")
-    RegisterOnnx(r, "Min", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MinValue(x, y); }); });
-  ET_IF_BUILT("", "Sum")
-    RegisterOnnx(r, "Sum", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
+  ET_REGISTER_ONNX(r, "Max", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MaxValue(x, y); }); });
+  ET_REGISTER_ONNX(r, "Min", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return MinValue(x, y); }); });
+  ET_REGISTER_ONNX(r, "Sum", [](KernelContext& ctx) { Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }); });
   ET_IF_BUILT("", "Max") r.SetGradient("Max", SelectionGradient);
   ET_IF_BUILT("", "Min") r.SetGradient("Min", SelectionGradient);
   ET_IF_BUILT("", "Sum") r.SetGradient("Sum", SumGradient);
-  ET_IF_BUILT("", "Mean") RegisterOnnx(r, "Mean", [](KernelContext& ctx) {
+  ET_REGISTER_ONNX(r, "Mean", [](KernelContext& ctx) {
     Variadic(ctx, [](auto x, auto y) { return WrapAdd(x, y); }, /*mean=*/true);
   });
 
-  ET_IF_BUILT("", "Where") RegisterOnnx(r, "Where", WhereKernel);
-  ET_IF_BUILT("", "Clip") RegisterOnnx(r, "Clip", ClipKernel);
-  ET_IF_BUILT("", "Cast") RegisterOnnx(r, "Cast", CastKernel);
-  ET_IF_BUILT("", "CastLike") RegisterOnnx(r, "CastLike", CastLikeKernel);
+  ET_REGISTER_ONNX(r, "Where", WhereKernel);
+  ET_REGISTER_ONNX(r, "Clip", ClipKernel);
+  ET_REGISTER_ONNX(r, "Cast", CastKernel);
+  ET_REGISTER_ONNX(r, "CastLike", CastLikeKernel);
   ET_IF_BUILT("", "Where") r.SetGradient("Where", WhereGradient);
   ET_IF_BUILT("", "Clip") r.SetGradient("Clip", ClipGradient);
   ET_IF_BUILT("", "Cast") r.SetGradient("Cast", CastGradient);

@@ -1155,21 +1155,21 @@ void ResizeGradient(GradientContext& g) {
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Gather") RegisterOnnx(r, "Gather", Gather);
-  ET_IF_BUILT("", "GatherElements") RegisterOnnx(r, "GatherElements", GatherElements);
-  ET_IF_BUILT("", "GatherND") RegisterOnnx(r, "GatherND", GatherND);
-  ET_IF_BUILT("", "ScatterElements") RegisterOnnx(r, "ScatterElements", ScatterElements);
-  ET_IF_BUILT("", "ScatterND") RegisterOnnx(r, "ScatterND", ScatterND);
-  ET_IF_BUILT("", "Scatter") RegisterOnnx(r, "Scatter", ScatterElements, 1, 10);
-  ET_IF_BUILT("", "OneHot") RegisterOnnx(r, "OneHot", OneHot);
-  ET_IF_BUILT("", "NonZero") RegisterOnnx(r, "NonZero", NonZero);
-  ET_IF_BUILT("", "Trilu") RegisterOnnx(r, "Trilu", Trilu);
-  ET_IF_BUILT("", "Compress") RegisterOnnx(r, "Compress", Compress);
-  ET_IF_BUILT("", "ReverseSequence") RegisterOnnx(r, "ReverseSequence", ReverseSequence);
-  ET_IF_BUILT("", "Resize") RegisterOnnx(r, "Resize", Resize);
-  ET_IF_BUILT("", "Upsample") RegisterOnnx(r, "Upsample", Upsample);
-  ET_IF_BUILT("", "Col2Im") RegisterOnnx(r, "Col2Im", Col2Im, 18);
-  ET_IF_BUILT("", "AffineGrid") RegisterOnnx(r, "AffineGrid", AffineGrid, 20);
+  ET_REGISTER_ONNX(r, "Gather", Gather);
+  ET_REGISTER_ONNX(r, "GatherElements", GatherElements);
+  ET_REGISTER_ONNX(r, "GatherND", GatherND);
+  ET_REGISTER_ONNX(r, "ScatterElements", ScatterElements);
+  ET_REGISTER_ONNX(r, "ScatterND", ScatterND);
+  ET_REGISTER_ONNX(r, "Scatter", ScatterElements, 1, 10);
+  ET_REGISTER_ONNX(r, "OneHot", OneHot);
+  ET_REGISTER_ONNX(r, "NonZero", NonZero);
+  ET_REGISTER_ONNX(r, "Trilu", Trilu);
+  ET_REGISTER_ONNX(r, "Compress", Compress);
+  ET_REGISTER_ONNX(r, "ReverseSequence", ReverseSequence);
+  ET_REGISTER_ONNX(r, "Resize", Resize);
+  ET_REGISTER_ONNX(r, "Upsample", Upsample);
+  ET_REGISTER_ONNX(r, "Col2Im", Col2Im, 18);
+  ET_REGISTER_ONNX(r, "AffineGrid", AffineGrid, 20);
   ET_IF_BUILT("ai.edgetrain", "GatherGrad") RegisterFused(r, "GatherGrad", GatherGradKernel, ET_TRAINING_BODY(GatherGradFunction()));
 
   ET_IF_BUILT("", "Gather") r.SetGradient("Gather", GatherGradient);

@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -116,6 +117,11 @@ class KernelContext {
     return &state->objects.emplace_back(user, nullptr).second;
   }
 
+  // The node's attributes as the operator's typed struct A (ops/attributes.hpp), parsed and checked
+  // once when the session compiles and kept in the node's state; parsed here where nothing is kept.
+  template <typename A>
+  const A& Attributes();
+
   // Helpers for the common "attribute in old opsets, input in new ones" pattern:
   // returns input `index` as int64 values if present, else attribute `attr` if present, else nullopt.
   std::optional<Int64Vector> IntsFromInputOrAttr(size_t index, std::string_view attr) const;
@@ -126,7 +132,23 @@ class KernelContext {
   ThreadPool* threads_ = nullptr;
   std::mt19937_64* rng_ = nullptr;
   size_t num_inputs_ = 0, num_outputs_ = 0;
+  std::vector<std::shared_ptr<void>> parsed_here_;  // Attributes() without a NodeState (constant folding)
 };
+
+// The key of attribute struct A among a node's kept objects.
+template <typename A>
+inline constexpr char kAttributesKey = 0;
+
+template <typename A>
+const A& KernelContext::Attributes() {
+  std::shared_ptr<void>* kept = NodeStateFor(&kAttributesKey<A>);
+  if (kept && *kept) return *static_cast<const A*>(kept->get());
+  auto parsed = std::make_shared<A>(A::Parse(*node_, opset_));
+  const A& result = *parsed;
+  if (kept) *kept = std::move(parsed);
+  else parsed_here_.push_back(std::move(parsed));
+  return result;
+}
 
 // Memory for a kernel's per-call temporaries, kept in the node's state between runs so that a warm
 // run allocates nothing; a buffer of its own where the context keeps no state.
@@ -160,6 +182,14 @@ class NodeScratch {
 
 using KernelFn = std::function<void(KernelContext&)>;
 
+// An operator's attributes parsed and checked for one node (throws a typed error naming the node, the
+// attribute and its value), as the kept object KernelContext::Attributes finds.
+using AttributeParser = std::pair<const void*, std::shared_ptr<void>> (*)(const Node& node, int64_t opset);
+// An operator's output types from its inputs' (nullptr: unknown or absent) and its attributes; an output it
+// cannot tell has dtype kUndefined. Fills in what libonnx's shape inference leaves unknown.
+using ShapeRule = std::vector<ValueInfo> (*)(const Node& node, int64_t opset,
+                                             const std::vector<const ValueInfo*>& inputs);
+
 class GradientContext;  // ops/gradient.hpp
 using GradientFn = std::function<void(GradientContext&)>;
 
@@ -177,6 +207,8 @@ struct OpKernelEntry {
   bool output_views_input = false;
   GradientFn gradient;        // emits the backward nodes (ops/gradient.hpp); null: not differentiable
   std::shared_ptr<const FunctionDef> function;  // ai.edgetrain ops: the same op in standard ONNX ops
+  AttributeParser parse_attributes = nullptr;  // run once per node when a session compiles
+  ShapeRule shape_rule = nullptr;
 };
 
 class OpRegistry {

@@ -206,11 +206,11 @@ void UniqueKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterLinalgSetOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Det") RegisterOnnx(r, "Det", DetKernel, 11);
+  ET_REGISTER_ONNX(r, "Det", DetKernel, 11);
   ET_IF_BUILT("", "Det") r.SetGradient("Det", DetGradient);
   // No definition in standard ops: ONNX has no matrix inverse to write the cofactors with.
   ET_IF_BUILT("ai.edgetrain", "DetGrad") RegisterFused(r, "DetGrad", DetGradKernel, nullptr);
-  ET_IF_BUILT("", "Unique") RegisterOnnx(r, "Unique", UniqueKernel, 11);
+  ET_REGISTER_ONNX(r, "Unique", UniqueKernel, 11);
 }
 
 }  // namespace edgetrain

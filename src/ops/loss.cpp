@@ -251,11 +251,10 @@ void SoftmaxCrossEntropyLossGradient(GradientContext& g) {
 }  // namespace
 
 void RegisterLossOps(OpRegistry& r) {
-  ET_IF_BUILT("", "NegativeLogLikelihoodLoss")
-    RegisterOnnx(r, "NegativeLogLikelihoodLoss", NegativeLogLikelihoodLossKernel);
+  ET_REGISTER_ONNX(r, "NegativeLogLikelihoodLoss", NegativeLogLikelihoodLossKernel);
   ET_IF_BUILT("", "NegativeLogLikelihoodLoss")
     r.SetGradient("NegativeLogLikelihoodLoss", NegativeLogLikelihoodLossGradient);
-  ET_IF_BUILT("", "SoftmaxCrossEntropyLoss") RegisterOnnx(r, "SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossKernel);
+  ET_REGISTER_ONNX(r, "SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossKernel);
   ET_IF_BUILT("", "SoftmaxCrossEntropyLoss") r.SetGradient("SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLossGradient);
   ET_IF_BUILT("ai.edgetrain", "SoftmaxCrossEntropyLossGrad")
     RegisterFused(r, "SoftmaxCrossEntropyLossGrad", SoftmaxCrossEntropyLossGradKernel,

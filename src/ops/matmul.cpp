@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/attributes.hpp"
 #include "ops/gemm.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -164,6 +165,94 @@ void MatMulKernel(KernelContext& ctx) {
   });
 }
 
+// Static rank of a value, or -1 when shape inference does not know it.
+int64_t StaticRank(const GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  return info && info->has_shape ? static_cast<int64_t>(info->shape.size()) : -1;
+}
+
+// Swaps the last two axes of a value of rank `rank` (>= 2).
+std::string TransposeLastTwo(GradientContext& g, const std::string& value, int64_t rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+  std::swap(perm[static_cast<size_t>(rank - 2)], perm[static_cast<size_t>(rank - 1)]);
+  return g.Op("Transpose", {value}, {{"perm", Attribute::Ints(perm)}});
+}
+
+// `value` viewed as a matrix [-1, last dimension].
+std::string RowsOf(GradientContext& g, const std::string& value) {
+  const ValueInfo* info = g.Info(value);
+  if (info && info->has_shape && !info->shape.empty() && info->shape.back().known())
+    return g.Op("Reshape", {value, g.Ints({-1, info->shape.back().value})});
+  std::string last = g.Op("Slice", {g.ShapeOf(value), g.Ints({-1}), g.Ints({std::numeric_limits<int64_t>::max()})});
+  return g.Op("Reshape", {value, g.Op("Concat", {g.Ints({-1}), last}, {{"axis", Attribute::Int(0)}})});
+}
+
+// Y = A @ B (numpy): 1-D operands are promoted to matrices (and dY with them), then
+// dA = dY @ B^T and dB = A^T @ dY, summed over broadcast batch dimensions by the walk.
+void MatMulGradient(GradientContext& g) {
+  const int64_t rank_a = StaticRank(g, g.X(0)), rank_b = StaticRank(g, g.X(1));
+  ET_CHECK(rank_a >= 1 && rank_b >= 1, ErrorCode::kNotImplemented, g.node().Describe(),
+           ": the gradient of MatMul needs the ranks of both inputs, which shape inference does not know");
+  std::string a = g.X(0), b = g.X(1), dy = g.dY(0);
+  if (rank_a == 1) a = g.Op("Unsqueeze", {a, g.Ints({0})});
+  if (rank_b == 1) b = g.Op("Unsqueeze", {b, g.Ints({1})});
+  if (rank_a == 1 && rank_b == 1) {
+    dy = g.Op("Reshape", {dy, g.Ints({1, 1})});
+  } else if (rank_a == 1) {
+    dy = g.Op("Unsqueeze", {dy, g.Ints({-2})});
+  } else if (rank_b == 1) {
+    dy = g.Op("Unsqueeze", {dy, g.Ints({-1})});
+  }
+  const int64_t matrix_rank_a = std::max<int64_t>(rank_a, 2), matrix_rank_b = std::max<int64_t>(rank_b, 2);
+  const bool batched = std::max(matrix_rank_a, matrix_rank_b) > 2;
+  if (g.NeedsGrad(0)) {
+    std::string da = batched ? g.Op("MatMul", {dy, TransposeLastTwo(g, b, matrix_rank_b)})
+                             : g.Op("Gemm", {dy, b}, {{"transB", Attribute::Int(1)}});
+    if (rank_a == 1) da = g.Op("Squeeze", {da, g.Ints({-2})});
+    g.SetGrad(0, da, /*maybe_broadcast=*/batched);
+  }
+  if (g.NeedsGrad(1)) {
+    std::string db;
+    if (!batched) {
+      db = g.Op("Gemm", {a, dy}, {{"transA", Attribute::Int(1)}});
+    } else if (matrix_rank_b == 2) {
+      // One B for every batch: fold the batch into rows, one product instead of a broadcast sum.
+      db = g.Op("Gemm", {RowsOf(g, a), RowsOf(g, dy)}, {{"transA", Attribute::Int(1)}});
+    } else {
+      db = g.Op("MatMul", {TransposeLastTwo(g, a, matrix_rank_a), dy});
+    }
+    if (rank_b == 1) db = g.Op("Squeeze", {db, g.Ints({-1})});
+    g.SetGrad(1, db, batched && matrix_rank_b > 2);
+  }
+}
+
+// Y's shape: numpy matmul, batch dimensions broadcast symbolically.
+std::vector<ValueInfo> MatMulOutputTypes(const Node&, int64_t, const std::vector<const ValueInfo*>& inputs) {
+  const std::vector<Dim>* a = inputs.size() > 0 ? KnownShape(inputs[0]) : nullptr;
+  const std::vector<Dim>* b = inputs.size() > 1 ? KnownShape(inputs[1]) : nullptr;
+  if (!a || !b || a->empty() || b->empty()) return {ValueInfo{}};
+  const size_t a_batch = a->size() > 2 ? a->size() - 2 : 0, b_batch = b->size() > 2 ? b->size() - 2 : 0;
+  std::vector<Dim> out(std::max(a_batch, b_batch));
+  for (size_t i = 1; i <= out.size(); ++i) {
+    const Dim one = FixedDim(1);
+    const Dim& x = i <= a_batch ? (*a)[a_batch - i] : one;
+    const Dim& y = i <= b_batch ? (*b)[b_batch - i] : one;
+    out[out.size() - i] = BroadcastDim(x, y);
+  }
+  if (a->size() > 1) out.push_back((*a)[a->size() - 2]);
+  if (b->size() > 1) out.push_back(b->back());
+  return {TensorInfo(inputs[0]->dtype, std::move(out))};
+}
+
+void RegisterMatMul(OpRegistry& r) {
+  ET_IF_BUILT("", "MatMul") {
+    RegisterOnnx(r, "MatMul", MatMulKernel).shape_rule = MatMulOutputTypes;
+    r.SetGradient("MatMul", MatMulGradient);
+  }
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // MatMulInteger and QLinearMatMul: 8-bit operands minus zero points, multiplied in double (exact
 // for 8-bit products), then narrowed.
@@ -267,89 +356,153 @@ void QLinearMatMulKernel(KernelContext& ctx) {
   }
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast unidirectionally to (M, N)
 
-}  // namespace
+namespace {
 
-Tensor& GemmForward(KernelContext& ctx, bool relu) {
+struct GemmAttributes {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+
+  static GemmAttributes Parse(const Node& node, int64_t /*opset*/) {
+    const AttributeReader read(node);
+    GemmAttributes a;
+    a.trans_a = read.Flag("transA", false);
+    a.trans_b = read.Flag("transB", false);
+    a.alpha = read.Float("alpha", 1.0f);
+    a.beta = read.Float("beta", 1.0f);
+    read.Check(std::isfinite(a.alpha), "alpha", "must be finite");
+    read.Check(std::isfinite(a.beta), "beta", "must be finite");
+    return a;
+  }
+
+  // Y is [M, N] with M, N read off op(A) and op(B).
+  std::vector<ValueInfo> OutputTypes(const std::vector<const ValueInfo*>& inputs) const {
+    const std::vector<Dim>* a = inputs.size() > 0 ? KnownShape(inputs[0]) : nullptr;
+    const std::vector<Dim>* b = inputs.size() > 1 ? KnownShape(inputs[1]) : nullptr;
+    if (!a || !b || a->size() != 2 || b->size() != 2) return {ValueInfo{}};
+    return {TensorInfo(inputs[0]->dtype, {(*a)[trans_a ? 1 : 0], (*b)[trans_b ? 0 : 1]})};
+  }
+};
+
+struct GemmShapes {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t lda = 0, ldb = 0;
+  const Tensor* c = nullptr;  // null when C is absent
+};
+
+GemmShapes CheckGemm(const KernelContext& ctx, const GemmAttributes& attrs) {
   const Tensor& a = ctx.Input(0);
   const Tensor& b = ctx.Input(1);
   const std::string& what = ctx.node().Describe();
-  const Node& node = ctx.node();
-  const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
-  const double alpha = node.GetFloat("alpha", 1.0f), beta_attr = node.GetFloat("beta", 1.0f);
   ET_CHECK(a.rank() == 2 && b.rank() == 2, ErrorCode::kInvalidArgument, what, ": Gemm needs 2-D A and B, got ",
            ShapeToString(a.shape()), " and ", ShapeToString(b.shape()));
   ET_CHECK(a.dtype() == b.dtype(), ErrorCode::kInvalidArgument, what, ": input types differ (",
            DataTypeName(a.dtype()), " vs ", DataTypeName(b.dtype()), ")");
-  const int64_t m = trans_a ? a.dim(1) : a.dim(0), k = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = trans_b ? b.dim(1) : b.dim(0), n = trans_b ? b.dim(0) : b.dim(1);
-  ET_CHECK(k == kb, ErrorCode::kInvalidArgument, what, ": inner dimensions do not match: op(A) is ", m, "x", k,
-           ", op(B) is ", kb, "x", n);
-  const bool has_c = ctx.HasInput(2);
-  if (has_c) {
-    const Tensor& c = ctx.Input(2);
-    bool ok = c.rank() <= 2 && c.dtype() == a.dtype();
-    if (ok && c.rank() >= 1) ok = c.shape().back() == n || c.shape().back() == 1;
-    if (ok && c.rank() == 2) ok = c.dim(0) == m || c.dim(0) == 1;
-    ET_CHECK(ok, ErrorCode::kInvalidArgument, what, ": C of shape ", ShapeToString(c.shape()), " and type ",
-             DataTypeName(c.dtype()), " does not broadcast to the output [", m, ", ", n, "]");
-  }
-  Tensor& y = ctx.Output(0, {m, n}, a.dtype());
+  GemmShapes s;
+  s.m = a.dim(attrs.trans_a ? 1 : 0);
+  s.k = a.dim(attrs.trans_a ? 0 : 1);
+  const int64_t kb = b.dim(attrs.trans_b ? 1 : 0);
+  s.n = b.dim(attrs.trans_b ? 0 : 1);
+  s.lda = a.dim(1);
+  s.ldb = b.dim(1);
+  ET_CHECK(s.k == kb, ErrorCode::kInvalidArgument, what, ": inner dimensions do not match: op(A) is ", s.m, "x",
+           s.k, ", op(B) is ", kb, "x", s.n);
+  if (!ctx.HasInput(2)) return s;
+  s.c = &ctx.Input(2);
+  const Tensor& c = *s.c;
+  const bool fits = c.rank() <= 2 && c.dtype() == a.dtype() &&
+                    (c.rank() < 1 || c.shape().back() == s.n || c.shape().back() == 1) &&
+                    (c.rank() < 2 || c.dim(0) == s.m || c.dim(0) == 1);
+  ET_CHECK(fits, ErrorCode::kInvalidArgument, what, ": C of shape ", ShapeToString(c.shape()), " and type ",
+           DataTypeName(c.dtype()), " does not broadcast to the output [", s.m, ", ", s.n, "]");
+  return s;
+}
+
+// A linear layer (no A transpose, unit scales, C absent or a row of n) as one oneDNN matmul with the bias
+// fused, when the batch is large enough for it to beat the sgemm path. False: not taken.
+bool TryDnnlLinear(KernelContext& ctx, const GemmAttributes& attrs, const GemmShapes& s, Tensor& y, bool relu) {
   static constexpr char kPackedWeights = 0;  // NodeStateFor's user: the weights DnnlLinear packed
-  // A linear layer (no A transpose, unit scales, C absent or a row of n) runs as one oneDNN matmul
-  // with the bias fused, when the batch is large enough for it to beat the sgemm path.
-  const bool bias_row = !has_c || (ctx.Input(2).numel() == n && ctx.Input(2).dtype() == DataType::kFloat32);
-  if (a.dtype() == DataType::kFloat32 && UseDnnl() && !trans_a && alpha == 1.0 && m >= 8 && bias_row &&
-      (!has_c || beta_attr == 1.0) &&
-      gemm_detail::DnnlLinear(m, n, k, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), trans_b,
-                              has_c ? ctx.Input(2).data<float>() : nullptr, y.data<float>(),
-                              ctx.threads().num_threads(), relu, ctx.InputIsConstant(1) ? ctx.NodeStateFor(&kPackedWeights) : nullptr))
-    return y;
-  VisitNumeric(a.dtype(), what, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* yp = y.data<T>();
-    T beta = T(0);
-    if (has_c && beta_attr != 0.0) {
-      const Tensor& c = ctx.Input(2);
-      const T* cp = c.data<T>();
-      const int64_t c_rows = c.rank() == 2 ? c.dim(0) : 1;
-      const int64_t c_cols = c.rank() >= 1 ? c.shape().back() : 1;
-      for (int64_t i = 0; i < m; ++i) {
-        const T* crow = cp + (c_rows == 1 ? 0 : i) * c_cols;
-        T* yrow = yp + i * n;
-        if (c_cols == 1) {
-          std::fill(yrow, yrow + n, crow[0]);
-        } else {
-          std::copy(crow, crow + n, yrow);
-        }
-      }
-      beta = static_cast<T>(beta_attr);
-    }
-    const T* ap = a.data<T>();
-    const T* bp = b.data<T>();
-    if constexpr (kUsesGemm<T>) {
-      Gemm<T>(trans_a, trans_b, m, n, k, static_cast<T>(alpha), ap, a.dim(1), bp, b.dim(1), beta, yp, n, &ctx.threads());
+  const Tensor& a = ctx.Input(0);
+  const bool bias_row = !s.c || (s.c->numel() == s.n && s.c->dtype() == DataType::kFloat32);
+  if (a.dtype() != DataType::kFloat32 || !UseDnnl() || attrs.trans_a || attrs.alpha != 1.0f || s.m < 8 ||
+      !bias_row || (s.c && attrs.beta != 1.0f))
+    return false;
+  return gemm_detail::DnnlLinear(s.m, s.n, s.k, a.data<float>(), s.lda, ctx.Input(1).data<float>(), s.ldb,
+                                 attrs.trans_b, s.c ? s.c->data<float>() : nullptr, y.data<float>(),
+                                 ctx.threads().num_threads(), relu,
+                                 ctx.InputIsConstant(1) ? ctx.NodeStateFor(&kPackedWeights) : nullptr);
+}
+
+// Y = C broadcast to [m, n].
+template <typename T>
+void BroadcastBias(const Tensor& c, int64_t m, int64_t n, T* y) {
+  const T* cp = c.data<T>();
+  const int64_t c_rows = c.rank() == 2 ? c.dim(0) : 1;
+  const int64_t c_cols = c.rank() >= 1 ? c.shape().back() : 1;
+  for (int64_t i = 0; i < m; ++i) {
+    const T* crow = cp + (c_rows == 1 ? 0 : i) * c_cols;
+    T* yrow = y + i * n;
+    if (c_cols == 1) {
+      std::fill(yrow, yrow + n, crow[0]);
     } else {
-      const int64_t lda = a.dim(1), ldb = b.dim(1);
-      ctx.threads().ParallelFor(m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)), [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            T sum = T(0);
-            for (int64_t p = 0; p < k; ++p) {
-              const T av = trans_a ? ap[p * lda + i] : ap[i * lda + p];
-              const T bv = trans_b ? bp[j * ldb + p] : bp[p * ldb + j];
-              sum = static_cast<T>(sum + av * bv);
-            }
-            const T scaled = static_cast<T>(static_cast<T>(alpha) * sum);
-            yp[i * n + j] = beta == T(0) ? scaled : static_cast<T>(scaled + beta * yp[i * n + j]);
-          }
-        }
-      });
+      std::copy(crow, crow + n, yrow);
     }
-    if (relu)
-      for (int64_t i = 0; i < m * n; ++i) yp[i] = yp[i] > T(0) ? yp[i] : T(0);
+  }
+}
+
+// Y = alpha * op(A) op(B) + beta * Y in plain loops, for integer types.
+template <typename T>
+void ReferenceGemm(ThreadPool& threads, const GemmAttributes& attrs, const GemmShapes& s, const T* a, const T* b,
+                   T beta, T* y) {
+  const T alpha = static_cast<T>(attrs.alpha);
+  auto at = [&](int64_t i, int64_t p) { return attrs.trans_a ? a[p * s.lda + i] : a[i * s.lda + p]; };
+  auto bt = [&](int64_t p, int64_t j) { return attrs.trans_b ? b[j * s.ldb + p] : b[p * s.ldb + j]; };
+  auto row = [&](int64_t i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      T sum = T(0);
+      for (int64_t p = 0; p < s.k; ++p) sum = static_cast<T>(sum + at(i, p) * bt(p, j));
+      const T scaled = static_cast<T>(alpha * sum);
+      y[i * s.n + j] = beta == T(0) ? scaled : static_cast<T>(scaled + beta * y[i * s.n + j]);
+    }
+  };
+  threads.ParallelFor(s.m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.n * s.k)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t i = begin; i < end; ++i) row(i);
+                      });
+}
+
+template <typename T>
+void RunGemm(KernelContext& ctx, const GemmAttributes& attrs, const GemmShapes& s, T* y, bool relu) {
+  const bool add_c = s.c && attrs.beta != 0.0f;
+  if (add_c) BroadcastBias<T>(*s.c, s.m, s.n, y);
+  const T beta = add_c ? static_cast<T>(attrs.beta) : T(0);
+  const T* a = ctx.Input(0).data<T>();
+  const T* b = ctx.Input(1).data<T>();
+  if constexpr (kUsesGemm<T>) {
+    Gemm<T>(attrs.trans_a, attrs.trans_b, s.m, s.n, s.k, static_cast<T>(attrs.alpha), a, s.lda, b, s.ldb, beta, y,
+            s.n, &ctx.threads());
+  } else {
+    ReferenceGemm<T>(ctx.threads(), attrs, s, a, b, beta, y);
+  }
+  if (relu)
+    for (int64_t i = 0; i < s.m * s.n; ++i) y[i] = y[i] > T(0) ? y[i] : T(0);
+}
+
+}  // namespace
+
+Tensor& GemmForward(KernelContext& ctx, bool relu) {
+  const GemmAttributes& attrs = ctx.Attributes<GemmAttributes>();
+  const GemmShapes s = CheckGemm(ctx, attrs);
+  const DataType dtype = ctx.Input(0).dtype();
+  Tensor& y = ctx.Output(0, {s.m, s.n}, dtype);
+  if (TryDnnlLinear(ctx, attrs, s, y, relu)) return y;
+  VisitNumeric(dtype, ctx.node().Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    RunGemm<T>(ctx, attrs, s, y.data<T>(), relu);
   });
   return y;
 }
@@ -357,6 +510,40 @@ Tensor& GemmForward(KernelContext& ctx, bool relu) {
 namespace {
 
 void GemmKernel(KernelContext& ctx) { GemmForward(ctx); }
+
+// Y = alpha * op(A) op(B) + beta * C.
+void GemmGradient(GradientContext& g) {
+  const GemmAttributes attrs = GemmAttributes::Parse(g.node(), g.opset());
+  const std::string& dy = g.dY(0);
+  // alpha * op(X) op(Z) with the given transposes, as one Gemm.
+  auto product = [&](const std::string& x, bool tx, const std::string& z, bool tz) {
+    AttributeMap out;
+    if (tx) out["transA"] = Attribute::Int(1);
+    if (tz) out["transB"] = Attribute::Int(1);
+    if (attrs.alpha != 1.0f) out["alpha"] = Attribute::Float(attrs.alpha);
+    return g.Op("Gemm", {x, z}, std::move(out));
+  };
+  const bool trans_a = attrs.trans_a, trans_b = attrs.trans_b;
+  if (g.NeedsGrad(0)) {
+    // op(A) = A: dA = dY op(B)^T.  op(A) = A^T: dA = op(B) dY^T.
+    g.SetGrad(0, trans_a ? product(g.X(1), trans_b, dy, true) : product(dy, false, g.X(1), !trans_b));
+  }
+  if (g.NeedsGrad(1)) {
+    // op(B) = B: dB = op(A)^T dY.  op(B) = B^T: dB = dY^T op(A).
+    g.SetGrad(1, trans_b ? product(dy, true, g.X(0), trans_a) : product(g.X(0), !trans_a, dy, false));
+  }
+  if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) {
+    std::string dc = attrs.beta == 1.0f ? dy : g.Op("Mul", {dy, g.ScalarLike(attrs.beta, g.Y(0))});
+    g.SetGrad(2, dc, /*maybe_broadcast=*/true);
+  }
+}
+
+void RegisterGemm(OpRegistry& r) {
+  ET_IF_BUILT("", "Gemm") {
+    WithAttributes<GemmAttributes>(RegisterOnnx(r, "Gemm", GemmKernel));
+    r.SetGradient("Gemm", GemmGradient);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Einsum: each operand is reduced over the labels nobody else needs, then operands are contracted
@@ -671,99 +858,6 @@ void EinsumKernel(KernelContext& ctx) {
   });
 }
 
-// ---------------------------------------------------------------------------------------------
-// Gradient rules
-
-// Static rank of a value, or -1 when shape inference does not know it.
-int64_t StaticRank(const GradientContext& g, const std::string& value) {
-  const ValueInfo* info = g.Info(value);
-  return info && info->has_shape ? static_cast<int64_t>(info->shape.size()) : -1;
-}
-
-// Swaps the last two axes of a value of rank `rank` (>= 2).
-std::string TransposeLastTwo(GradientContext& g, const std::string& value, int64_t rank) {
-  std::vector<int64_t> perm(static_cast<size_t>(rank));
-  for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
-  std::swap(perm[static_cast<size_t>(rank - 2)], perm[static_cast<size_t>(rank - 1)]);
-  return g.Op("Transpose", {value}, {{"perm", Attribute::Ints(perm)}});
-}
-
-// `value` viewed as a matrix [-1, last dimension].
-std::string RowsOf(GradientContext& g, const std::string& value) {
-  const ValueInfo* info = g.Info(value);
-  if (info && info->has_shape && !info->shape.empty() && info->shape.back().known())
-    return g.Op("Reshape", {value, g.Ints({-1, info->shape.back().value})});
-  std::string last = g.Op("Slice", {g.ShapeOf(value), g.Ints({-1}), g.Ints({std::numeric_limits<int64_t>::max()})});
-  return g.Op("Reshape", {value, g.Op("Concat", {g.Ints({-1}), last}, {{"axis", Attribute::Int(0)}})});
-}
-
-// Y = A @ B (numpy): 1-D operands are promoted to matrices (and dY with them), then
-// dA = dY @ B^T and dB = A^T @ dY, summed over broadcast batch dimensions by the walk.
-void MatMulGradient(GradientContext& g) {
-  const int64_t rank_a = StaticRank(g, g.X(0)), rank_b = StaticRank(g, g.X(1));
-  ET_CHECK(rank_a >= 1 && rank_b >= 1, ErrorCode::kNotImplemented, g.node().Describe(),
-           ": the gradient of MatMul needs the ranks of both inputs, which shape inference does not know");
-  std::string a = g.X(0), b = g.X(1), dy = g.dY(0);
-  if (rank_a == 1) a = g.Op("Unsqueeze", {a, g.Ints({0})});
-  if (rank_b == 1) b = g.Op("Unsqueeze", {b, g.Ints({1})});
-  if (rank_a == 1 && rank_b == 1) {
-    dy = g.Op("Reshape", {dy, g.Ints({1, 1})});
-  } else if (rank_a == 1) {
-    dy = g.Op("Unsqueeze", {dy, g.Ints({-2})});
-  } else if (rank_b == 1) {
-    dy = g.Op("Unsqueeze", {dy, g.Ints({-1})});
-  }
-  const int64_t matrix_rank_a = std::max<int64_t>(rank_a, 2), matrix_rank_b = std::max<int64_t>(rank_b, 2);
-  const bool batched = std::max(matrix_rank_a, matrix_rank_b) > 2;
-  if (g.NeedsGrad(0)) {
-    std::string da = batched ? g.Op("MatMul", {dy, TransposeLastTwo(g, b, matrix_rank_b)})
-                             : g.Op("Gemm", {dy, b}, {{"transB", Attribute::Int(1)}});
-    if (rank_a == 1) da = g.Op("Squeeze", {da, g.Ints({-2})});
-    g.SetGrad(0, da, /*maybe_broadcast=*/batched);
-  }
-  if (g.NeedsGrad(1)) {
-    std::string db;
-    if (!batched) {
-      db = g.Op("Gemm", {a, dy}, {{"transA", Attribute::Int(1)}});
-    } else if (matrix_rank_b == 2) {
-      // One B for every batch: fold the batch into rows, one product instead of a broadcast sum.
-      db = g.Op("Gemm", {RowsOf(g, a), RowsOf(g, dy)}, {{"transA", Attribute::Int(1)}});
-    } else {
-      db = g.Op("MatMul", {TransposeLastTwo(g, a, matrix_rank_a), dy});
-    }
-    if (rank_b == 1) db = g.Op("Squeeze", {db, g.Ints({-1})});
-    g.SetGrad(1, db, batched && matrix_rank_b > 2);
-  }
-}
-
-// Y = alpha * op(A) op(B) + beta * C.
-void GemmGradient(GradientContext& g) {
-  const Node& node = g.node();
-  const bool trans_a = node.GetInt("transA", 0) != 0, trans_b = node.GetInt("transB", 0) != 0;
-  const float alpha = node.GetFloat("alpha", 1.0f), beta = node.GetFloat("beta", 1.0f);
-  const std::string& dy = g.dY(0);
-  // alpha * op(X) op(Z) with the given transposes, as one Gemm.
-  auto product = [&](const std::string& x, bool tx, const std::string& z, bool tz) {
-    AttributeMap attrs;
-    if (tx) attrs["transA"] = Attribute::Int(1);
-    if (tz) attrs["transB"] = Attribute::Int(1);
-    if (alpha != 1.0f) attrs["alpha"] = Attribute::Float(alpha);
-    return g.Op("Gemm", {x, z}, std::move(attrs));
-  };
-  if (g.NeedsGrad(0)) {
-    // op(A) = A: dA = dY op(B)^T.  op(A) = A^T: dA = op(B) dY^T.
-    g.SetGrad(0, trans_a ? product(g.X(1), trans_b, dy, true) : product(dy, false, g.X(1), !trans_b));
-  }
-  if (g.NeedsGrad(1)) {
-    // op(B) = B: dB = op(A)^T dY.  op(B) = B^T: dB = dY^T op(A).
-    g.SetGrad(1, trans_b ? product(dy, true, g.X(0), trans_a) : product(g.X(0), !trans_a, dy, false));
-  }
-  if (g.NumInputs() > 2 && !g.X(2).empty() && g.NeedsGrad(2)) {
-    std::string dc = beta == 1.0f ? dy : g.Op("Mul", {dy, g.ScalarLike(beta, g.Y(0))});
-    g.SetGrad(2, dc, /*maybe_broadcast=*/true);
-  }
-}
-
 // An Einsum equation as terms (spaces removed); an implicit output is made explicit.
 struct EinsumTerms {
   std::vector<std::string> inputs;
@@ -915,17 +1009,21 @@ void EinsumGradient(GradientContext& g) {
   }
 }
 
+void RegisterEinsum(OpRegistry& r) {
+  ET_IF_BUILT("", "Einsum") {
+    RegisterOnnx(r, "Einsum", EinsumKernel);
+    r.SetGradient("Einsum", EinsumGradient);
+  }
+}
+
 }  // namespace
 
 void RegisterMatMulOps(OpRegistry& r) {
-  ET_IF_BUILT("", "MatMul") RegisterOnnx(r, "MatMul", MatMulKernel);
-  ET_IF_BUILT("", "Gemm") RegisterOnnx(r, "Gemm", GemmKernel);
-  ET_IF_BUILT("", "MatMulInteger") RegisterOnnx(r, "MatMulInteger", MatMulIntegerKernel);
-  ET_IF_BUILT("", "QLinearMatMul") RegisterOnnx(r, "QLinearMatMul", QLinearMatMulKernel);
-  ET_IF_BUILT("", "Einsum") RegisterOnnx(r, "Einsum", EinsumKernel);
-  ET_IF_BUILT("", "MatMul") r.SetGradient("MatMul", MatMulGradient);
-  ET_IF_BUILT("", "Gemm") r.SetGradient("Gemm", GemmGradient);
-  ET_IF_BUILT("", "Einsum") r.SetGradient("Einsum", EinsumGradient);
+  RegisterMatMul(r);
+  RegisterGemm(r);
+  ET_REGISTER_ONNX(r, "MatMulInteger", MatMulIntegerKernel);
+  ET_REGISTER_ONNX(r, "QLinearMatMul", QLinearMatMulKernel);
+  RegisterEinsum(r);
 }
 
 }  // namespace edgetrain

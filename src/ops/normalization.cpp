@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernel_backend.hpp"
+#include "ops/attributes.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -137,6 +138,17 @@ struct CenteredSums {
   }
 };
 
+Attribute Keepdims(bool keep) { return Attribute::Int(keep ? 1 : 0); }
+
+// `value` cast to the element type of `like` when static types say they differ.
+std::string AsTypeOf(GradientContext& g, const std::string& value, const std::string& like) {
+  const ValueInfo* a = g.Info(value);
+  const ValueInfo* b = g.Info(like);
+  const bool differ = a && b && a->dtype != DataType::kUndefined && b->dtype != DataType::kUndefined &&
+                      a->dtype != b->dtype;
+  return differ ? g.Op("CastLike", {value, like}) : value;
+}
+
 // ---- BatchNormalization ----
 
 // Calls fn(offset) with the start of each of channel c's `batch` runs of `spatial` elements in [N, C, spatial].
@@ -145,6 +157,39 @@ void ForEachChannelRun(int64_t c, int64_t batch, int64_t channels, int64_t spati
   for (int64_t n = 0; n < batch; ++n) fn((n * channels + c) * spatial);
 }
 
+struct BatchNormAttributes {
+  float epsilon = 1e-5f, momentum = 0.9f;
+  bool training = false;
+  bool spatial = true;  // opsets 7-8: spatial=0 keeps statistics for every C x D1 x ... x Dn position
+
+  static BatchNormAttributes Parse(const Node& node, int64_t opset) {
+    const AttributeReader read(node);
+    BatchNormAttributes a;
+    a.epsilon = read.Float("epsilon", 1e-5f);
+    read.Check(std::isfinite(a.epsilon) && a.epsilon >= 0, "epsilon", "must be finite and >= 0");
+    a.momentum = read.Float("momentum", 0.9f);
+    read.Check(std::isfinite(a.momentum), "momentum", "must be finite");
+    // Before opset 14 training mode was implied by the node listing its statistics outputs.
+    auto declares = [&](size_t k) { return k < node.outputs.size() && !node.outputs[k].empty(); };
+    a.training = opset >= 14 ? read.Flag("training_mode", false)
+                             : declares(1) || declares(2) || declares(3) || declares(4);
+    a.spatial = opset >= 9 || read.Flag("spatial", true);
+    return a;
+  }
+
+  // Y as X; the statistics outputs one value per channel (scale's shape).
+  std::vector<ValueInfo> OutputTypes(const std::vector<const ValueInfo*>& inputs) const {
+    const std::vector<Dim>* x = inputs.empty() ? nullptr : KnownShape(inputs[0]);
+    if (!x) return {ValueInfo{}};
+    std::vector<ValueInfo> out = {TensorInfo(inputs[0]->dtype, *x)};
+    const ValueInfo* mean = inputs.size() > 3 ? inputs[3] : nullptr;
+    const ValueInfo* source = KnownShape(mean) ? mean : inputs.size() > 1 && KnownShape(inputs[1]) ? inputs[1] : nullptr;
+    const ValueInfo stat = source ? TensorInfo(source->dtype, source->shape) : ValueInfo{};
+    for (size_t i = 1; i < 5; ++i) out.push_back(stat);
+    return out;
+  }
+};
+
 }  // namespace
 
 void BatchNormalizationKernel(KernelContext& ctx) {
@@ -152,15 +197,9 @@ void BatchNormalizationKernel(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
            ShapeToString(x.shape()));
-  const double epsilon = node.GetFloat("epsilon", 1e-5f);
-  const double momentum = node.GetFloat("momentum", 0.9f);
-  // Before opset 14 training mode was implied by the node listing its statistics outputs (whether
-  // or not anything reads them).
-  auto declares = [&](size_t k) { return k < node.outputs.size() && !node.outputs[k].empty(); };
-  const bool training = ctx.opset() >= 14 ? node.GetInt("training_mode", 0) != 0
-                                          : (declares(1) || declares(2) || declares(3) || declares(4));
-  // Opsets 7-8: spatial=0 keeps separate statistics for every C x D1 x ... x Dn position.
-  const bool spatial = ctx.opset() >= 9 || node.GetInt("spatial", 1) != 0;
+  const BatchNormAttributes& attrs = ctx.Attributes<BatchNormAttributes>();
+  const double epsilon = attrs.epsilon, momentum = attrs.momentum;
+  const bool training = attrs.training, spatial = attrs.spatial;
 
   const int64_t batch = x.dim(0);
   const int64_t channels = spatial ? x.dim(1) : DimProduct(x.shape(), 1, x.rank());
@@ -220,7 +259,193 @@ void BatchNormalizationKernel(KernelContext& ctx) {
   });
 }
 
+// The backward of training-mode BatchNormalization, statistics per channel over [N, spatial]:
+//   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat)), xhat = (X - mean) * inv_std
+void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
+  const Node& node = ctx.node();
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
+           ShapeToString(x.shape()));
+  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
+           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
+           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
+  const double epsilon = ctx.Attributes<BatchNormAttributes>().epsilon;
+  const int64_t batch = x.dim(0), channels = x.dim(1);
+  const int64_t spatial = DimProduct(x.shape(), 2, x.rank());
+  const size_t n = static_cast<size_t>(channels);
+  NodeScratch<double> scratch(ctx, 5 * n);
+  const std::span<const double> scale = ChannelParameter(ctx, 2, "scale", channels, scratch.Take(n));
+  const Tensor& scale_tensor = ctx.Input(2);
+  const double count = static_cast<double>(batch * spatial);
+  std::span<const double> saved_mean, saved_inv_std;
+  if (saved_statistics) {
+    saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels, scratch.Take(n));
+    saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels, scratch.Take(n));
+  }
+
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* dyp = dy.data<T>();
+    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    const std::span<double> dscale = scratch.Take(n), dbias = scratch.Take(n);
+    ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        double mean = 0;
+        if (saved_statistics) {
+          mean = saved_mean[c];
+        } else {
+          double sum = 0;
+          ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) { sum += Sum(xp + run, spatial); });
+          mean = count > 0 ? sum / count : 0.0;
+        }
+        const T mean_t = static_cast<T>(mean);
+        CenteredSums sums;
+        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
+          const T* dy_run = dyp + run;
+          const auto dy_at = [dy_run](int64_t i) { return dy_run[i]; };
+          sums.Add(xp + run, dy_at, spatial, mean_t);
+        });
+        const double inv_std =
+            saved_statistics ? saved_inv_std[c] : 1.0 / std::sqrt((count > 0 ? sums.squares / count : 0.0) + epsilon);
+        dbias[c] = sums.g;
+        dscale[c] = sums.g_centered * inv_std;
+        // dX = multiplier * (dY - mean(dY) - (X - mean) * projection), projection = mean(dY * xhat) * inv_std.
+        const T mean_dy = static_cast<T>(count > 0 ? sums.g / count : 0.0);
+        const T projection = static_cast<T>(count > 0 ? sums.g_centered * inv_std * inv_std / count : 0.0);
+        const T multiplier = static_cast<T>(scale[c] * inv_std);
+        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
+          const T* x_run = xp + run;
+          const T* dy_run = dyp + run;
+          T* dx_run = dxp + run;
+#pragma omp simd
+          for (int64_t i = 0; i < spatial; ++i) {
+            dx_run[i] = multiplier * (dy_run[i] - mean_dy - (x_run[i] - mean_t) * projection);
+          }
+        });
+      }
+    });
+    StoreDoubles(ctx.Output(1, scale_tensor.shape(), scale_tensor.dtype()), dscale, node.Describe());
+    StoreDoubles(ctx.Output(2, scale_tensor.shape(), scale_tensor.dtype()), dbias, node.Describe());
+  });
+}
+
 namespace {
+
+// ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias), recomputing the
+// batch statistics.
+void BatchNormalizationGradKernel(KernelContext& ctx) { BatchNormalizationBackward(ctx, false); }
+
+// BatchNormalizationGrad in standard ops: X and dY viewed as [N, C, spatial], statistics over axes 0, 2.
+std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
+  FunctionBuilder f("BatchNormalizationGrad", {"dY", "X", "scale"}, {"dX", "dScale", "dBias"}, {"epsilon"});
+  const Attribute axes = Attribute::Ints({0, 2});
+  f.Ints("shape3", {0, 0, -1});
+  f.Ints("channel_shape", {1, -1, 1});
+  f.Ints("axes", {0, 2});
+  f.Op("Constant", {}, "epsilon_float", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")}});
+  f.Op("CastLike", {"epsilon_float", "X"}, "epsilon");
+  f.Op("Reshape", {"X", "shape3"}, "x3");
+  f.Op("Reshape", {"dY", "shape3"}, "dy3");
+  f.Op("ReduceMean", {"x3"}, "mean", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("Sub", {"x3", "mean"}, "centered");
+  f.Op("Mul", {"centered", "centered"}, "squares");
+  f.Op("ReduceMean", {"squares"}, "var", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("Add", {"var", "epsilon"}, "var_eps");
+  f.Op("Sqrt", {"var_eps"}, "std");
+  f.Op("Reciprocal", {"std"}, "inv_std");
+  f.Op("Mul", {"centered", "inv_std"}, "xhat");
+  f.Op("Mul", {"dy3", "xhat"}, "dy_xhat");
+  f.Op("ReduceSum", {"dy3", "axes"}, "sum_dy", {{"keepdims", Keepdims(false)}});
+  f.Op("ReduceSum", {"dy_xhat", "axes"}, "sum_dy_xhat", {{"keepdims", Keepdims(false)}});
+  f.Op("Shape", {"scale"}, "scale_shape");
+  f.Op("Reshape", {"sum_dy", "scale_shape"}, "dbias_x");
+  f.Op("CastLike", {"dbias_x", "scale"}, "dBias");
+  f.Op("Reshape", {"sum_dy_xhat", "scale_shape"}, "dscale_x");
+  f.Op("CastLike", {"dscale_x", "scale"}, "dScale");
+  f.Op("ReduceMean", {"dy3"}, "mean_dy", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("ReduceMean", {"dy_xhat"}, "mean_dy_xhat", {{"axes", axes}, {"keepdims", Keepdims(true)}});
+  f.Op("CastLike", {"scale", "X"}, "scale_x");
+  f.Op("Reshape", {"scale_x", "channel_shape"}, "scale3");
+  f.Op("Mul", {"scale3", "inv_std"}, "multiplier");
+  f.Op("Sub", {"dy3", "mean_dy"}, "dy_centered");
+  f.Op("Mul", {"xhat", "mean_dy_xhat"}, "projection");
+  f.Op("Sub", {"dy_centered", "projection"}, "residual");
+  f.Op("Mul", {"multiplier", "residual"}, "dx3");
+  f.Op("Shape", {"X"}, "x_shape");
+  f.Op("Reshape", {"dx3", "x_shape"}, "dX");
+  return f.Build();
+}
+
+// BatchNormalization. Training mode: the fused BatchNormalizationGrad (batch statistics). Inference:
+// y = (x - mean) * a + B with a = scale / sqrt(var + eps), an affine map per channel. The running
+// statistics outputs (and the saved ones of old opsets) are not differentiable.
+void BatchNormalizationGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string dy = g.dY(0);
+  if (dy.empty()) return;
+  const BatchNormAttributes attrs = BatchNormAttributes::Parse(node, g.opset());
+  ET_CHECK(attrs.spatial, ErrorCode::kNotImplemented, node.Describe(),
+           ": the gradient of BatchNormalization with spatial=0 is not supported");
+  const float epsilon = attrs.epsilon;
+  const std::string& x = g.X(0);
+  const std::string& scale = g.X(1);
+
+  if (attrs.training) {
+    if (!g.NeedsGrad(0) && !g.NeedsGrad(1) && !g.NeedsGrad(2)) return;
+    const std::vector<std::string> grads =
+        g.Emit("BatchNormalizationGrad", {dy, x, scale}, 3, {{"epsilon", Attribute::Float(epsilon)}}, kEdgetrainDomain);
+    for (size_t i = 0; i < 3; ++i) g.SetGrad(i, grads[i]);
+    return;
+  }
+
+  // Inference: X and dY viewed as [N, C, spatial]; per-channel vectors as [1, C, 1].
+  const std::string shape3 = g.Ints({0, 0, -1});
+  const std::string channel_shape = g.Ints({1, -1, 1});
+  const std::string axes = g.Ints({0, 2});
+  const std::string dy3 = g.Op("Reshape", {dy, shape3});
+  auto channel_sum = [&](const std::string& value) {
+    return g.Op("ReduceSum", {value, axes}, {{"keepdims", Attribute::Int(0)}});
+  };
+  const std::string scale_x = AsTypeOf(g, scale, x);
+  const std::string mean_x = AsTypeOf(g, g.X(3), x);
+  const std::string var_x = AsTypeOf(g, g.X(4), x);
+  const std::string inv_std =
+      g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var_x, g.ScalarLike(epsilon, x)})})});
+  const std::string multiplier = g.Op("Mul", {scale_x, inv_std});
+  if (g.NeedsGrad(0)) {
+    const std::string dx3 = g.Op("Mul", {dy3, g.Op("Reshape", {multiplier, channel_shape})});
+    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
+  }
+  const bool needs_sum_dy = g.NeedsGrad(2) || g.NeedsGrad(3);
+  const std::string sum_dy = needs_sum_dy ? channel_sum(dy3) : "";
+  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, sum_dy, g.X(2)));
+  if (g.NeedsGrad(3)) g.SetGrad(3, AsTypeOf(g, g.Op("Neg", {g.Op("Mul", {sum_dy, multiplier})}), g.X(3)));
+  if (g.NeedsGrad(1) || g.NeedsGrad(4)) {
+    const std::string x3 = g.Op("Reshape", {x, shape3});
+    const std::string centered = g.Op("Sub", {x3, g.Op("Reshape", {mean_x, channel_shape})});
+    const std::string sum_dy_centered = channel_sum(g.Op("Mul", {dy3, centered}));
+    // dscale = sum(dY * (x - mean)) * inv_std; dvar = -0.5 * sum(dY * (x - mean)) * scale * inv_std^3.
+    if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, g.Op("Mul", {sum_dy_centered, inv_std}), scale));
+    if (g.NeedsGrad(4)) {
+      const std::string minus_half_inv_var = g.Op("Mul", {g.ScalarLike(-0.5, x), g.Op("Mul", {inv_std, inv_std})});
+      const std::string dvar = g.Op("Mul", {g.Op("Mul", {sum_dy_centered, multiplier}), minus_half_inv_var});
+      g.SetGrad(4, AsTypeOf(g, dvar, g.X(4)));
+    }
+  }
+}
+
+void RegisterBatchNormalization(OpRegistry& r) {
+  ET_IF_BUILT("", "BatchNormalization") {
+    WithAttributes<BatchNormAttributes>(RegisterOnnx(r, "BatchNormalization", BatchNormalizationKernel));
+    r.SetGradient("BatchNormalization", BatchNormalizationGradient);
+  }
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad")
+  RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel,
+                ET_TRAINING_BODY(BatchNormalizationGradFunction()));
+}
+
 
 // ---- InstanceNormalization ----
 
@@ -311,7 +536,111 @@ void GroupNormalization(KernelContext& ctx) {
   });
 }
 
+// InstanceNormalization: statistics per (n, c) over the spatial axes, in plain ops on [N, C, spatial].
+void InstanceNormalizationGradient(GradientContext& g) {
+  const std::string dy = g.dY(0);
+  if (dy.empty()) return;
+  const std::string& x = g.X(0);
+  const std::string shape3 = g.Ints({0, 0, -1});
+  const std::string batch_and_spatial = g.Ints({0, 2});
+  const std::string dy3 = g.Op("Reshape", {dy, shape3});
+  auto channel_sum = [&](const std::string& value) {
+    return g.Op("ReduceSum", {value, batch_and_spatial}, {{"keepdims", Attribute::Int(0)}});
+  };
+  auto spatial_mean = [&](const std::string& value) {
+    return g.Op("ReduceMean", {value}, {{"axes", Attribute::Ints({2})}, {"keepdims", Attribute::Int(1)}});
+  };
+  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, channel_sum(dy3), g.X(2)));
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) return;
+
+  const float epsilon = g.node().GetFloat("epsilon", 1e-5f);
+  const std::string x3 = g.Op("Reshape", {x, shape3});
+  const std::string centered = g.Op("Sub", {x3, spatial_mean(x3)});
+  const std::string var = spatial_mean(g.Op("Mul", {centered, centered}));
+  const std::string inv_std = g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var, g.ScalarLike(epsilon, x)})})});
+  const std::string xhat = g.Op("Mul", {centered, inv_std});
+  const std::string dy_xhat = g.Op("Mul", {dy3, xhat});
+  if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, channel_sum(dy_xhat), g.X(1)));
+  if (g.NeedsGrad(0)) {
+    const std::string scale3 = g.Op("Reshape", {AsTypeOf(g, g.X(1), x), g.Ints({1, -1, 1})});
+    const std::string residual = g.Op(
+        "Sub", {g.Op("Sub", {dy3, spatial_mean(dy3)}), g.Op("Mul", {xhat, spatial_mean(dy_xhat)})});
+    const std::string dx3 = g.Op("Mul", {g.Op("Mul", {scale3, inv_std}), residual});
+    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
+  }
+}
+
+// GroupNormalization: statistics per (n, group) in plain ops on the [N, G, C/G * spatial] view; scale and bias
+// act per group (opset 18) on that view, or per channel (21) on the [N, C, spatial] view.
+void GroupNormalizationGradient(GradientContext& g) {
+  const std::string dy = g.dY(0);
+  if (dy.empty() || (!g.NeedsGrad(0) && !g.NeedsGrad(1) && !g.NeedsGrad(2))) return;
+  const std::string& x = g.X(0);
+  const bool per_channel = g.opset() >= 21;
+  const std::string grouped = g.Ints({0, g.node().GetInt("num_groups", 1), -1});
+  const std::string param_view = per_channel ? g.Ints({0, 0, -1}) : grouped;
+  const std::string dy_view = g.Op("Reshape", {dy, param_view});
+  auto param_sum = [&](const std::string& value) {
+    return g.Op("ReduceSum", {value, g.Ints({0, 2})}, {{"keepdims", Attribute::Int(0)}});
+  };
+  auto group_mean = [&](const std::string& value) {
+    return g.Op("ReduceMean", {value}, {{"axes", Attribute::Ints({2})}, {"keepdims", Attribute::Int(1)}});
+  };
+  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, param_sum(dy_view), g.X(2)));
+  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) return;
+
+  const float epsilon = g.node().GetFloat("epsilon", 1e-5f);
+  const std::string xg = g.Op("Reshape", {x, grouped});
+  const std::string centered = g.Op("Sub", {xg, group_mean(xg)});
+  const std::string var = group_mean(g.Op("Mul", {centered, centered}));
+  const std::string inv_std = g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var, g.ScalarLike(epsilon, x)})})});
+  const std::string xhat = g.Op("Mul", {centered, inv_std});
+  const std::string xhat_view = per_channel ? g.Op("Reshape", {xhat, g.ShapeOf(dy_view)}) : xhat;
+  if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, param_sum(g.Op("Mul", {dy_view, xhat_view})), g.X(1)));
+  if (g.NeedsGrad(0)) {
+    const std::string scale = g.Op("Reshape", {AsTypeOf(g, g.X(1), x), g.Ints({-1, 1})});
+    const std::string dxhat = g.Op("Reshape", {g.Op("Mul", {dy_view, scale}), grouped});
+    const std::string residual = g.Op(
+        "Sub", {g.Op("Sub", {dxhat, group_mean(dxhat)}), g.Op("Mul", {xhat, group_mean(g.Op("Mul", {dxhat, xhat}))})});
+    g.SetGrad(0, g.Op("Reshape", {g.Op("Mul", {inv_std, residual}), g.ShapeOf(x)}));
+  }
+}
+
 // ---- LayerNormalization ----
+
+struct LayerNormAttributes {
+  int64_t axis = -1;  // normalized against X's rank when the kernel runs
+  float epsilon = 1e-5f;
+  DataType stash = DataType::kFloat32;
+
+  static LayerNormAttributes Parse(const Node& node, int64_t /*opset*/) {
+    const AttributeReader read(node);
+    LayerNormAttributes a;
+    a.axis = read.Int("axis", -1);
+    a.epsilon = read.Float("epsilon", 1e-5f);
+    read.Check(std::isfinite(a.epsilon) && a.epsilon >= 0, "epsilon", "must be finite and >= 0");
+    const int64_t stash_type = read.Int("stash_type", 1);
+    read.Check(stash_type == static_cast<int64_t>(DataType::kFloat32) ||
+                   stash_type == static_cast<int64_t>(DataType::kFloat64),
+               "stash_type", "must be 1 (float32) or 11 (float64)");
+    a.stash = static_cast<DataType>(stash_type);
+    return a;
+  }
+
+  int64_t Axis(const Node& node, int64_t rank) const {
+    return NormalizeAxis(axis, rank, node.Describe() + " attribute 'axis'");
+  }
+
+  // Y as X; Mean and InvStdDev of X's shape with the normalized axes 1, in the stash type.
+  std::vector<ValueInfo> OutputTypes(const std::vector<const ValueInfo*>& inputs) const {
+    const std::vector<Dim>* x = inputs.empty() ? nullptr : KnownShape(inputs[0]);
+    const int64_t rank = x ? static_cast<int64_t>(x->size()) : 0;
+    if (!x || axis < -rank || axis >= rank) return {ValueInfo{}};
+    std::vector<Dim> stat = *x;
+    for (size_t d = static_cast<size_t>(axis < 0 ? axis + rank : axis); d < stat.size(); ++d) stat[d] = FixedDim(1);
+    return {TensorInfo(inputs[0]->dtype, *x), TensorInfo(stash, stat), TensorInfo(stash, std::move(stat))};
+  }
+};
 
 // Whether `param` (Scale or B) broadcasts to `normalized` (X's dims from `axis` on). Leading 1s may
 // extend past the normalized dims (e.g. Scale [1, 1, C] for axis=-1); `skipped` gets their count.
@@ -525,12 +854,10 @@ void LayerNormalization(KernelContext& ctx) {
   const Tensor& x = ctx.Input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 1");
-  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe() + " attribute 'axis'");
-  const double epsilon = node.GetFloat("epsilon", 1e-5f);
-  const int64_t stash_type = node.GetInt("stash_type", 1);
-  ET_CHECK(stash_type == static_cast<int64_t>(DataType::kFloat32) || stash_type == static_cast<int64_t>(DataType::kFloat64),
-           ErrorCode::kNotImplemented, node.Describe(), ": stash_type ", stash_type, " is not supported (1 or 11 only)");
-  const DataType stat_dtype = static_cast<DataType>(stash_type);
+  const LayerNormAttributes& attrs = ctx.Attributes<LayerNormAttributes>();
+  const int64_t axis = attrs.Axis(node, rank);
+  const double epsilon = attrs.epsilon;
+  const DataType stat_dtype = attrs.stash;
 
   const Shape normalized(x.shape().begin() + axis, x.shape().end());
   const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
@@ -567,6 +894,222 @@ void LayerNormalization(KernelContext& ctx) {
     if (ctx.HasOutput(1)) StoreDoubles(ctx.Output(1, stat_shape, stat_dtype), means, node.Describe());
     if (ctx.HasOutput(2)) StoreDoubles(ctx.Output(2, stat_shape, stat_dtype), inv_stds, node.Describe());
   });
+}
+
+}  // namespace
+
+// ai.edgetrain.LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev; axis) -> (dX, dScale, dB),
+// with dScale and dB of the normalized shape X.shape[axis:] (summed over the leading axes):
+//   dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Scale, means over normalized axes
+// Not centered (RMS normalization: xhat = X * inv_std) the mean(g) term and dB drop out.
+void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
+  const Node& node = ctx.node();
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 1");
+  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
+           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
+           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
+  const int64_t axis = ctx.Attributes<LayerNormAttributes>().Axis(node, rank);
+  const Shape normalized(x.shape().begin() + axis, x.shape().end());
+  const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
+  const int64_t cols = NumElements(normalized);
+  if (centered && DnnlLayerNormalizationGrad(ctx, rows, cols, normalized)) return;
+  const size_t inv_std_input = centered ? 4 : 3;
+  const std::vector<double> inv_stds = ctx.Input(inv_std_input).ToDoubleVector();
+  const std::vector<double> means = centered ? ctx.Input(3).ToDoubleVector() : std::vector<double>(rows, 0.0);
+  ET_CHECK(static_cast<int64_t>(means.size()) == rows && static_cast<int64_t>(inv_stds.size()) == rows,
+           ErrorCode::kInvalidArgument, node.Describe(), centered ? ": Mean " : ": ",
+           centered ? ShapeToString(ctx.Input(3).shape()) + " and " : std::string(), "InvStdDev ",
+           ShapeToString(ctx.Input(inv_std_input).shape()), " must hold one value per row (", rows, ")");
+
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const std::vector<T> scale = ExpandToNormalizedShape<T>(ctx, ctx.Input(2), "Scale", normalized);
+    const T* xp = x.data<T>();
+    const T* dyp = dy.data<T>();
+    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    ctx.threads().ParallelFor(rows, GrainFor(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        const T* xr = xp + row * cols;
+        const T* dyr = dyp + row * cols;
+        const T* scale_p = scale.data();
+        const T mean_t = static_cast<T>(means[row]);
+        const double inv_std = inv_stds[row];
+        CenteredSums sums;
+        const auto g_at = [dyr, scale_p](int64_t i) { return dyr[i] * scale_p[i]; };
+        sums.Add(xr, g_at, cols, mean_t);
+        // dX = inv_std * (g - mean(g) - (X - mean) * projection), projection = mean(g * xhat) * inv_std.
+        const T mean_g = static_cast<T>(cols > 0 && centered ? sums.g / static_cast<double>(cols) : 0.0);
+        const T projection =
+            static_cast<T>(cols > 0 ? sums.g_centered * inv_std * inv_std / static_cast<double>(cols) : 0.0);
+        const T inv_std_t = static_cast<T>(inv_std);
+        T* dxr = dxp + row * cols;
+#pragma omp simd
+        for (int64_t i = 0; i < cols; ++i) {
+          dxr[i] = inv_std_t * (dyr[i] * scale_p[i] - mean_g - (xr[i] - mean_t) * projection);
+        }
+      }
+    });
+    // Column sums; each task owns a contiguous range of columns and walks the rows in order.
+    std::vector<double> dscale(static_cast<size_t>(cols), 0.0), dbias(static_cast<size_t>(cols), 0.0);
+    ctx.threads().ParallelFor(cols, GrainFor(rows), [&](int64_t begin, int64_t end) {
+      for (int64_t row = 0; row < rows; ++row) {
+        const T* xr = xp + row * cols;
+        const T* dyr = dyp + row * cols;
+        const T mean_t = static_cast<T>(means[row]), inv_std_t = static_cast<T>(inv_stds[row]);
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) {
+          dbias[i] += static_cast<double>(dyr[i]);
+          dscale[i] += static_cast<double>(dyr[i] * (xr[i] - mean_t) * inv_std_t);
+        }
+      }
+    });
+    StoreDoubles(ctx.Output(1, normalized, x.dtype()), dscale, node.Describe());
+    if (centered) StoreDoubles(ctx.Output(2, normalized, x.dtype()), dbias, node.Describe());
+  });
+}
+
+namespace {
+
+void LayerNormalizationGradKernel(KernelContext& ctx) { LayerNormalizationBackward(ctx, /*centered=*/true); }
+
+// LayerNormalizationGrad in standard ops: X, dY, Mean and InvStdDev flattened to [rows, cols] at `axis`.
+std::shared_ptr<const FunctionDef> LayerNormalizationGradFunction() {
+  FunctionBuilder f("LayerNormalizationGrad", {"dY", "X", "Scale", "Mean", "InvStdDev"}, {"dX", "dScale", "dB"},
+                    {"axis"});
+  const Attribute axis = Attribute::Ref(Attribute::Kind::kInt, "axis");
+  const Attribute last_axis = Attribute::Ints({1});
+  f.Ints("row_shape", {1, -1});
+  f.Ints("first_axis", {0});
+  f.Op("Flatten", {"X"}, "x2", {{"axis", axis}});
+  f.Op("Flatten", {"dY"}, "dy2", {{"axis", axis}});
+  f.Op("Flatten", {"Mean"}, "mean_any", {{"axis", axis}});
+  f.Op("Flatten", {"InvStdDev"}, "inv_std_any", {{"axis", axis}});
+  f.Op("CastLike", {"mean_any", "X"}, "mean2");
+  f.Op("CastLike", {"inv_std_any", "X"}, "inv_std2");
+  f.Op("Shape", {"X"}, "normalized_shape", {{"start", axis}});
+  f.Op("Expand", {"Scale", "normalized_shape"}, "scale_full");
+  f.Op("Reshape", {"scale_full", "row_shape"}, "scale2");
+  f.Op("Sub", {"x2", "mean2"}, "centered");
+  f.Op("Mul", {"centered", "inv_std2"}, "xhat");
+  f.Op("Mul", {"dy2", "scale2"}, "g");
+  f.Op("Mul", {"g", "xhat"}, "g_xhat");
+  f.Op("ReduceMean", {"g"}, "mean_g", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Op("ReduceMean", {"g_xhat"}, "mean_g_xhat", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
+  f.Op("Sub", {"g", "mean_g"}, "g_centered");
+  f.Op("Mul", {"xhat", "mean_g_xhat"}, "projection");
+  f.Op("Sub", {"g_centered", "projection"}, "residual");
+  f.Op("Mul", {"inv_std2", "residual"}, "dx2");
+  f.Op("Shape", {"X"}, "x_shape");
+  f.Op("Reshape", {"dx2", "x_shape"}, "dX");
+  f.Op("Mul", {"dy2", "xhat"}, "dy_xhat");
+  f.Op("ReduceSum", {"dy_xhat", "first_axis"}, "dscale_flat", {{"keepdims", Keepdims(false)}});
+  f.Op("Reshape", {"dscale_flat", "normalized_shape"}, "dScale");
+  f.Op("ReduceSum", {"dy2", "first_axis"}, "dbias_flat", {{"keepdims", Keepdims(false)}});
+  f.Op("Reshape", {"dbias_flat", "normalized_shape"}, "dB");
+  return f.Build();
+}
+
+// Whether static shapes show that `param` has exactly X's dims from `axis` on.
+bool HasNormalizedShape(const GradientContext& g, const std::string& x, const std::string& param, int64_t axis) {
+  const ValueInfo* xi = g.Info(x);
+  const ValueInfo* pi = g.Info(param);
+  if (!xi || !pi || !xi->has_shape || !pi->has_shape) return false;
+  const int64_t rank = static_cast<int64_t>(xi->shape.size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank || static_cast<int64_t>(pi->shape.size()) != rank - axis) return false;
+  for (int64_t d = axis; d < rank; ++d) {
+    const Dim& a = xi->shape[d];
+    const Dim& b = pi->shape[d - axis];
+    const bool same = (a.known() && b.known() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
+    if (!same) return false;
+  }
+  return true;
+}
+
+// LayerNormalization: the fused LayerNormalizationGrad for dY; plain ops for gradients arriving at
+// the Mean / InvStdDev outputs. Statistics come from the forward node when it saved them in X's
+// precision, else from a second LayerNormalization that outputs them.
+void LayerNormalizationGradient(GradientContext& g) {
+  const Node& node = g.node();
+  const std::string dy = g.dY(0), dmean = g.dY(1), dinv_std = g.dY(2);
+  const std::string& x = g.X(0);
+  const std::string& scale = g.X(1);
+  const std::string& bias = g.X(2);
+  const LayerNormAttributes attrs = LayerNormAttributes::Parse(node, g.opset());
+  const int64_t axis = attrs.axis;
+  const float epsilon = attrs.epsilon;
+  const int64_t stash_type = static_cast<int64_t>(attrs.stash);
+  const bool needs_x = g.NeedsGrad(0), needs_scale = g.NeedsGrad(1), needs_bias = !bias.empty() && g.NeedsGrad(2);
+
+  if (!dy.empty() && needs_bias && !needs_x && !needs_scale) {
+    g.SetGrad(2, dy, /*maybe_broadcast=*/true);
+    return;
+  }
+  const bool dy_flows = !dy.empty() && (needs_x || needs_scale || needs_bias);
+  const bool stats_flow = needs_x && (!dmean.empty() || !dinv_std.empty());
+  if (!dy_flows && !stats_flow) return;
+
+  const DataType x_type = g.TypeOf(x);
+  const bool saved = g.NumOutputs() >= 3 && !g.Y(1).empty() && !g.Y(2).empty() &&
+                     stash_type == static_cast<int64_t>(x_type);
+  std::string mean = g.Y(1), inv_std = g.Y(2);
+  if (!saved) {
+    const std::vector<std::string> recomputed =
+        g.Emit("LayerNormalization", {x, scale}, 3,
+               {{"axis", Attribute::Int(axis)},
+                {"epsilon", Attribute::Float(epsilon)},
+                {"stash_type", Attribute::Int(static_cast<int64_t>(x_type))}});
+    mean = recomputed[1];
+    inv_std = recomputed[2];
+  }
+
+  if (dy_flows) {
+    const std::vector<std::string> grads = g.Emit("LayerNormalizationGrad", {dy, x, scale, mean, inv_std}, 3,
+                                                  {{"axis", Attribute::Int(axis)}}, kEdgetrainDomain);
+    g.SetGrad(0, grads[0]);
+    // dScale and dB have the normalized shape; a parameter that broadcasts to it is summed down.
+    auto to_param = [&](const std::string& value, const std::string& param) {
+      if (HasNormalizedShape(g, x, param, axis)) return value;
+      return g.Op("SumToShape", {value, g.ShapeOf(param)}, {}, kEdgetrainDomain);
+    };
+    if (needs_scale) g.SetGrad(1, to_param(grads[1], scale));
+    if (needs_bias) g.SetGrad(2, to_param(grads[2], bias));
+  }
+
+  if (stats_flow) {
+    // mean = sum(x) / K, inv_std = (var + eps)^-1/2: d inv_std / dx = -inv_std^2 * xhat / K.
+    const std::string count = g.Op(
+        "CastLike", {g.Op("ReduceProd", {g.Op("Shape", {x}, {{"start", Attribute::Int(axis)}})},
+                          {{"keepdims", Attribute::Int(0)}}),
+                     x});
+    std::string dx;
+    if (!dmean.empty()) {
+      dx = g.Op("Div", {g.Op("CastLike", {dmean, x}), count});
+    }
+    if (!dinv_std.empty()) {
+      const std::string xhat = g.Op("Mul", {g.Op("Sub", {x, mean}), inv_std});
+      const std::string coefficient =
+          g.Op("Div", {g.Op("Mul", {g.Op("Mul", {inv_std, inv_std}), g.Op("CastLike", {dinv_std, x})}), count});
+      const std::string term = g.Op("Mul", {coefficient, xhat});
+      dx = dx.empty() ? g.Op("Neg", {term}) : g.Op("Sub", {dx, term});
+    } else {
+      dx = g.Op("Expand", {dx, g.ShapeOf(x)});
+    }
+    g.SetGrad(0, dx);
+  }
+}
+
+void RegisterLayerNormalization(OpRegistry& r) {
+  ET_IF_BUILT("", "LayerNormalization") {
+    WithAttributes<LayerNormAttributes>(RegisterOnnx(r, "LayerNormalization", LayerNormalization));
+    r.SetGradient("LayerNormalization", LayerNormalizationGradient);
+  }
+  ET_IF_BUILT("ai.edgetrain", "LayerNormalizationGrad")
+  RegisterFused(r, "LayerNormalizationGrad", LayerNormalizationGradKernel,
+                ET_TRAINING_BODY(LayerNormalizationGradFunction()));
 }
 
 // ---- LpNormalization ----
@@ -712,499 +1255,18 @@ void LocalResponseNormalization(KernelContext& ctx) {
   });
 }
 
-// ---- Fused backward kernels ----
-
-Attribute Keepdims(bool keep) { return Attribute::Int(keep ? 1 : 0); }
-
-}  // namespace
-
-// The backward of training-mode BatchNormalization, statistics per channel over [N, spatial]:
-//   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat)), xhat = (X - mean) * inv_std
-void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
-  const Node& node = ctx.node();
-  const Tensor& dy = ctx.Input(0);
-  const Tensor& x = ctx.Input(1);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
-  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
-           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
-           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
-  const double epsilon = node.GetFloat("epsilon", 1e-5f);
-  const int64_t batch = x.dim(0), channels = x.dim(1);
-  const int64_t spatial = DimProduct(x.shape(), 2, x.rank());
-  const size_t n = static_cast<size_t>(channels);
-  NodeScratch<double> scratch(ctx, 5 * n);
-  const std::span<const double> scale = ChannelParameter(ctx, 2, "scale", channels, scratch.Take(n));
-  const Tensor& scale_tensor = ctx.Input(2);
-  const double count = static_cast<double>(batch * spatial);
-  std::span<const double> saved_mean, saved_inv_std;
-  if (saved_statistics) {
-    saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels, scratch.Take(n));
-    saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels, scratch.Take(n));
-  }
-
-  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xp = x.data<T>();
-    const T* dyp = dy.data<T>();
-    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
-    const std::span<double> dscale = scratch.Take(n), dbias = scratch.Take(n);
-    ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        double mean = 0;
-        if (saved_statistics) {
-          mean = saved_mean[c];
-        } else {
-          double sum = 0;
-          ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) { sum += Sum(xp + run, spatial); });
-          mean = count > 0 ? sum / count : 0.0;
-        }
-        const T mean_t = static_cast<T>(mean);
-        CenteredSums sums;
-        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
-          const T* dy_run = dyp + run;
-          const auto dy_at = [dy_run](int64_t i) { return dy_run[i]; };
-          sums.Add(xp + run, dy_at, spatial, mean_t);
-        });
-        const double inv_std =
-            saved_statistics ? saved_inv_std[c] : 1.0 / std::sqrt((count > 0 ? sums.squares / count : 0.0) + epsilon);
-        dbias[c] = sums.g;
-        dscale[c] = sums.g_centered * inv_std;
-        // dX = multiplier * (dY - mean(dY) - (X - mean) * projection), projection = mean(dY * xhat) * inv_std.
-        const T mean_dy = static_cast<T>(count > 0 ? sums.g / count : 0.0);
-        const T projection = static_cast<T>(count > 0 ? sums.g_centered * inv_std * inv_std / count : 0.0);
-        const T multiplier = static_cast<T>(scale[c] * inv_std);
-        ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
-          const T* x_run = xp + run;
-          const T* dy_run = dyp + run;
-          T* dx_run = dxp + run;
-#pragma omp simd
-          for (int64_t i = 0; i < spatial; ++i) {
-            dx_run[i] = multiplier * (dy_run[i] - mean_dy - (x_run[i] - mean_t) * projection);
-          }
-        });
-      }
-    });
-    StoreDoubles(ctx.Output(1, scale_tensor.shape(), scale_tensor.dtype()), dscale, node.Describe());
-    StoreDoubles(ctx.Output(2, scale_tensor.shape(), scale_tensor.dtype()), dbias, node.Describe());
-  });
-}
-
-namespace {
-
-// ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias), recomputing the
-// batch statistics.
-void BatchNormalizationGradKernel(KernelContext& ctx) { BatchNormalizationBackward(ctx, false); }
-
-// BatchNormalizationGrad in standard ops: X and dY viewed as [N, C, spatial], statistics over axes 0, 2.
-std::shared_ptr<const FunctionDef> BatchNormalizationGradFunction() {
-  FunctionBuilder f("BatchNormalizationGrad", {"dY", "X", "scale"}, {"dX", "dScale", "dBias"}, {"epsilon"});
-  const Attribute axes = Attribute::Ints({0, 2});
-  f.Ints("shape3", {0, 0, -1});
-  f.Ints("channel_shape", {1, -1, 1});
-  f.Ints("axes", {0, 2});
-  f.Op("Constant", {}, "epsilon_float", {{"value_float", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")}});
-  f.Op("CastLike", {"epsilon_float", "X"}, "epsilon");
-  f.Op("Reshape", {"X", "shape3"}, "x3");
-  f.Op("Reshape", {"dY", "shape3"}, "dy3");
-  f.Op("ReduceMean", {"x3"}, "mean", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Op("Sub", {"x3", "mean"}, "centered");
-  f.Op("Mul", {"centered", "centered"}, "squares");
-  f.Op("ReduceMean", {"squares"}, "var", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Op("Add", {"var", "epsilon"}, "var_eps");
-  f.Op("Sqrt", {"var_eps"}, "std");
-  f.Op("Reciprocal", {"std"}, "inv_std");
-  f.Op("Mul", {"centered", "inv_std"}, "xhat");
-  f.Op("Mul", {"dy3", "xhat"}, "dy_xhat");
-  f.Op("ReduceSum", {"dy3", "axes"}, "sum_dy", {{"keepdims", Keepdims(false)}});
-  f.Op("ReduceSum", {"dy_xhat", "axes"}, "sum_dy_xhat", {{"keepdims", Keepdims(false)}});
-  f.Op("Shape", {"scale"}, "scale_shape");
-  f.Op("Reshape", {"sum_dy", "scale_shape"}, "dbias_x");
-  f.Op("CastLike", {"dbias_x", "scale"}, "dBias");
-  f.Op("Reshape", {"sum_dy_xhat", "scale_shape"}, "dscale_x");
-  f.Op("CastLike", {"dscale_x", "scale"}, "dScale");
-  f.Op("ReduceMean", {"dy3"}, "mean_dy", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Op("ReduceMean", {"dy_xhat"}, "mean_dy_xhat", {{"axes", axes}, {"keepdims", Keepdims(true)}});
-  f.Op("CastLike", {"scale", "X"}, "scale_x");
-  f.Op("Reshape", {"scale_x", "channel_shape"}, "scale3");
-  f.Op("Mul", {"scale3", "inv_std"}, "multiplier");
-  f.Op("Sub", {"dy3", "mean_dy"}, "dy_centered");
-  f.Op("Mul", {"xhat", "mean_dy_xhat"}, "projection");
-  f.Op("Sub", {"dy_centered", "projection"}, "residual");
-  f.Op("Mul", {"multiplier", "residual"}, "dx3");
-  f.Op("Shape", {"X"}, "x_shape");
-  f.Op("Reshape", {"dx3", "x_shape"}, "dX");
-  return f.Build();
-}
-
-}  // namespace
-
-// ai.edgetrain.LayerNormalizationGrad(dY, X, Scale, Mean, InvStdDev; axis) -> (dX, dScale, dB),
-// with dScale and dB of the normalized shape X.shape[axis:] (summed over the leading axes):
-//   dX = inv_std * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Scale, means over normalized axes
-// Not centered (RMS normalization: xhat = X * inv_std) the mean(g) term and dB drop out.
-void LayerNormalizationBackward(KernelContext& ctx, bool centered) {
-  const Node& node = ctx.node();
-  const Tensor& dy = ctx.Input(0);
-  const Tensor& x = ctx.Input(1);
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  ET_CHECK(rank >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 1");
-  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
-           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
-           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
-  const int64_t axis = NormalizeAxis(node.GetInt("axis", -1), rank, node.Describe() + " attribute 'axis'");
-  const Shape normalized(x.shape().begin() + axis, x.shape().end());
-  const int64_t rows = DimProduct(x.shape(), 0, static_cast<size_t>(axis));
-  const int64_t cols = NumElements(normalized);
-  if (centered && DnnlLayerNormalizationGrad(ctx, rows, cols, normalized)) return;
-  const size_t inv_std_input = centered ? 4 : 3;
-  const std::vector<double> inv_stds = ctx.Input(inv_std_input).ToDoubleVector();
-  const std::vector<double> means = centered ? ctx.Input(3).ToDoubleVector() : std::vector<double>(rows, 0.0);
-  ET_CHECK(static_cast<int64_t>(means.size()) == rows && static_cast<int64_t>(inv_stds.size()) == rows,
-           ErrorCode::kInvalidArgument, node.Describe(), centered ? ": Mean " : ": ",
-           centered ? ShapeToString(ctx.Input(3).shape()) + " and " : std::string(), "InvStdDev ",
-           ShapeToString(ctx.Input(inv_std_input).shape()), " must hold one value per row (", rows, ")");
-
-  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const std::vector<T> scale = ExpandToNormalizedShape<T>(ctx, ctx.Input(2), "Scale", normalized);
-    const T* xp = x.data<T>();
-    const T* dyp = dy.data<T>();
-    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
-    ctx.threads().ParallelFor(rows, GrainFor(cols), [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const T* xr = xp + row * cols;
-        const T* dyr = dyp + row * cols;
-        const T* scale_p = scale.data();
-        const T mean_t = static_cast<T>(means[row]);
-        const double inv_std = inv_stds[row];
-        CenteredSums sums;
-        const auto g_at = [dyr, scale_p](int64_t i) { return dyr[i] * scale_p[i]; };
-        sums.Add(xr, g_at, cols, mean_t);
-        // dX = inv_std * (g - mean(g) - (X - mean) * projection), projection = mean(g * xhat) * inv_std.
-        const T mean_g = static_cast<T>(cols > 0 && centered ? sums.g / static_cast<double>(cols) : 0.0);
-        const T projection =
-            static_cast<T>(cols > 0 ? sums.g_centered * inv_std * inv_std / static_cast<double>(cols) : 0.0);
-        const T inv_std_t = static_cast<T>(inv_std);
-        T* dxr = dxp + row * cols;
-#pragma omp simd
-        for (int64_t i = 0; i < cols; ++i) {
-          dxr[i] = inv_std_t * (dyr[i] * scale_p[i] - mean_g - (xr[i] - mean_t) * projection);
-        }
-      }
-    });
-    // Column sums; each task owns a contiguous range of columns and walks the rows in order.
-    std::vector<double> dscale(static_cast<size_t>(cols), 0.0), dbias(static_cast<size_t>(cols), 0.0);
-    ctx.threads().ParallelFor(cols, GrainFor(rows), [&](int64_t begin, int64_t end) {
-      for (int64_t row = 0; row < rows; ++row) {
-        const T* xr = xp + row * cols;
-        const T* dyr = dyp + row * cols;
-        const T mean_t = static_cast<T>(means[row]), inv_std_t = static_cast<T>(inv_stds[row]);
-#pragma omp simd
-        for (int64_t i = begin; i < end; ++i) {
-          dbias[i] += static_cast<double>(dyr[i]);
-          dscale[i] += static_cast<double>(dyr[i] * (xr[i] - mean_t) * inv_std_t);
-        }
-      }
-    });
-    StoreDoubles(ctx.Output(1, normalized, x.dtype()), dscale, node.Describe());
-    if (centered) StoreDoubles(ctx.Output(2, normalized, x.dtype()), dbias, node.Describe());
-  });
-}
-
-namespace {
-
-void LayerNormalizationGradKernel(KernelContext& ctx) { LayerNormalizationBackward(ctx, /*centered=*/true); }
-
-// LayerNormalizationGrad in standard ops: X, dY, Mean and InvStdDev flattened to [rows, cols] at `axis`.
-std::shared_ptr<const FunctionDef> LayerNormalizationGradFunction() {
-  FunctionBuilder f("LayerNormalizationGrad", {"dY", "X", "Scale", "Mean", "InvStdDev"}, {"dX", "dScale", "dB"},
-                    {"axis"});
-  const Attribute axis = Attribute::Ref(Attribute::Kind::kInt, "axis");
-  const Attribute last_axis = Attribute::Ints({1});
-  f.Ints("row_shape", {1, -1});
-  f.Ints("first_axis", {0});
-  f.Op("Flatten", {"X"}, "x2", {{"axis", axis}});
-  f.Op("Flatten", {"dY"}, "dy2", {{"axis", axis}});
-  f.Op("Flatten", {"Mean"}, "mean_any", {{"axis", axis}});
-  f.Op("Flatten", {"InvStdDev"}, "inv_std_any", {{"axis", axis}});
-  f.Op("CastLike", {"mean_any", "X"}, "mean2");
-  f.Op("CastLike", {"inv_std_any", "X"}, "inv_std2");
-  f.Op("Shape", {"X"}, "normalized_shape", {{"start", axis}});
-  f.Op("Expand", {"Scale", "normalized_shape"}, "scale_full");
-  f.Op("Reshape", {"scale_full", "row_shape"}, "scale2");
-  f.Op("Sub", {"x2", "mean2"}, "centered");
-  f.Op("Mul", {"centered", "inv_std2"}, "xhat");
-  f.Op("Mul", {"dy2", "scale2"}, "g");
-  f.Op("Mul", {"g", "xhat"}, "g_xhat");
-  f.Op("ReduceMean", {"g"}, "mean_g", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
-  f.Op("ReduceMean", {"g_xhat"}, "mean_g_xhat", {{"axes", last_axis}, {"keepdims", Keepdims(true)}});
-  f.Op("Sub", {"g", "mean_g"}, "g_centered");
-  f.Op("Mul", {"xhat", "mean_g_xhat"}, "projection");
-  f.Op("Sub", {"g_centered", "projection"}, "residual");
-  f.Op("Mul", {"inv_std2", "residual"}, "dx2");
-  f.Op("Shape", {"X"}, "x_shape");
-  f.Op("Reshape", {"dx2", "x_shape"}, "dX");
-  f.Op("Mul", {"dy2", "xhat"}, "dy_xhat");
-  f.Op("ReduceSum", {"dy_xhat", "first_axis"}, "dscale_flat", {{"keepdims", Keepdims(false)}});
-  f.Op("Reshape", {"dscale_flat", "normalized_shape"}, "dScale");
-  f.Op("ReduceSum", {"dy2", "first_axis"}, "dbias_flat", {{"keepdims", Keepdims(false)}});
-  f.Op("Reshape", {"dbias_flat", "normalized_shape"}, "dB");
-  return f.Build();
-}
-
-// ---- Gradient rules ----
-
-// `value` cast to the element type of `like` when static types say they differ.
-std::string AsTypeOf(GradientContext& g, const std::string& value, const std::string& like) {
-  const ValueInfo* a = g.Info(value);
-  const ValueInfo* b = g.Info(like);
-  const bool differ = a && b && a->dtype != DataType::kUndefined && b->dtype != DataType::kUndefined &&
-                      a->dtype != b->dtype;
-  return differ ? g.Op("CastLike", {value, like}) : value;
-}
-
-// Before opset 14, training mode was implied by requesting any statistics output.
-bool BatchNormIsTraining(const GradientContext& g) {
-  if (g.opset() >= 14) return g.node().GetInt("training_mode", 0) != 0;
-  for (size_t i = 1; i < g.NumOutputs(); ++i) {
-    if (!g.Y(i).empty()) return true;
-  }
-  return false;
-}
-
-// BatchNormalization. Training mode: the fused BatchNormalizationGrad (batch statistics). Inference:
-// y = (x - mean) * a + B with a = scale / sqrt(var + eps), an affine map per channel. The running
-// statistics outputs (and the saved ones of old opsets) are not differentiable.
-void BatchNormalizationGradient(GradientContext& g) {
-  const Node& node = g.node();
-  const std::string dy = g.dY(0);
-  if (dy.empty()) return;
-  ET_CHECK(g.opset() >= 9 || node.GetInt("spatial", 1) != 0, ErrorCode::kNotImplemented, node.Describe(),
-           ": the gradient of BatchNormalization with spatial=0 is not supported");
-  const float epsilon = node.GetFloat("epsilon", 1e-5f);
-  const std::string& x = g.X(0);
-  const std::string& scale = g.X(1);
-
-  if (BatchNormIsTraining(g)) {
-    if (!g.NeedsGrad(0) && !g.NeedsGrad(1) && !g.NeedsGrad(2)) return;
-    const std::vector<std::string> grads =
-        g.Emit("BatchNormalizationGrad", {dy, x, scale}, 3, {{"epsilon", Attribute::Float(epsilon)}}, kEdgetrainDomain);
-    for (size_t i = 0; i < 3; ++i) g.SetGrad(i, grads[i]);
-    return;
-  }
-
-  // Inference: X and dY viewed as [N, C, spatial]; per-channel vectors as [1, C, 1].
-  const std::string shape3 = g.Ints({0, 0, -1});
-  const std::string channel_shape = g.Ints({1, -1, 1});
-  const std::string axes = g.Ints({0, 2});
-  const std::string dy3 = g.Op("Reshape", {dy, shape3});
-  auto channel_sum = [&](const std::string& value) {
-    return g.Op("ReduceSum", {value, axes}, {{"keepdims", Attribute::Int(0)}});
-  };
-  const std::string scale_x = AsTypeOf(g, scale, x);
-  const std::string mean_x = AsTypeOf(g, g.X(3), x);
-  const std::string var_x = AsTypeOf(g, g.X(4), x);
-  const std::string inv_std =
-      g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var_x, g.ScalarLike(epsilon, x)})})});
-  const std::string multiplier = g.Op("Mul", {scale_x, inv_std});
-  if (g.NeedsGrad(0)) {
-    const std::string dx3 = g.Op("Mul", {dy3, g.Op("Reshape", {multiplier, channel_shape})});
-    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
-  }
-  const bool needs_sum_dy = g.NeedsGrad(2) || g.NeedsGrad(3);
-  const std::string sum_dy = needs_sum_dy ? channel_sum(dy3) : "";
-  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, sum_dy, g.X(2)));
-  if (g.NeedsGrad(3)) g.SetGrad(3, AsTypeOf(g, g.Op("Neg", {g.Op("Mul", {sum_dy, multiplier})}), g.X(3)));
-  if (g.NeedsGrad(1) || g.NeedsGrad(4)) {
-    const std::string x3 = g.Op("Reshape", {x, shape3});
-    const std::string centered = g.Op("Sub", {x3, g.Op("Reshape", {mean_x, channel_shape})});
-    const std::string sum_dy_centered = channel_sum(g.Op("Mul", {dy3, centered}));
-    // dscale = sum(dY * (x - mean)) * inv_std; dvar = -0.5 * sum(dY * (x - mean)) * scale * inv_std^3.
-    if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, g.Op("Mul", {sum_dy_centered, inv_std}), scale));
-    if (g.NeedsGrad(4)) {
-      const std::string minus_half_inv_var = g.Op("Mul", {g.ScalarLike(-0.5, x), g.Op("Mul", {inv_std, inv_std})});
-      const std::string dvar = g.Op("Mul", {g.Op("Mul", {sum_dy_centered, multiplier}), minus_half_inv_var});
-      g.SetGrad(4, AsTypeOf(g, dvar, g.X(4)));
-    }
-  }
-}
-
-// InstanceNormalization: statistics per (n, c) over the spatial axes, in plain ops on [N, C, spatial].
-void InstanceNormalizationGradient(GradientContext& g) {
-  const std::string dy = g.dY(0);
-  if (dy.empty()) return;
-  const std::string& x = g.X(0);
-  const std::string shape3 = g.Ints({0, 0, -1});
-  const std::string batch_and_spatial = g.Ints({0, 2});
-  const std::string dy3 = g.Op("Reshape", {dy, shape3});
-  auto channel_sum = [&](const std::string& value) {
-    return g.Op("ReduceSum", {value, batch_and_spatial}, {{"keepdims", Attribute::Int(0)}});
-  };
-  auto spatial_mean = [&](const std::string& value) {
-    return g.Op("ReduceMean", {value}, {{"axes", Attribute::Ints({2})}, {"keepdims", Attribute::Int(1)}});
-  };
-  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, channel_sum(dy3), g.X(2)));
-  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) return;
-
-  const float epsilon = g.node().GetFloat("epsilon", 1e-5f);
-  const std::string x3 = g.Op("Reshape", {x, shape3});
-  const std::string centered = g.Op("Sub", {x3, spatial_mean(x3)});
-  const std::string var = spatial_mean(g.Op("Mul", {centered, centered}));
-  const std::string inv_std = g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var, g.ScalarLike(epsilon, x)})})});
-  const std::string xhat = g.Op("Mul", {centered, inv_std});
-  const std::string dy_xhat = g.Op("Mul", {dy3, xhat});
-  if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, channel_sum(dy_xhat), g.X(1)));
-  if (g.NeedsGrad(0)) {
-    const std::string scale3 = g.Op("Reshape", {AsTypeOf(g, g.X(1), x), g.Ints({1, -1, 1})});
-    const std::string residual = g.Op(
-        "Sub", {g.Op("Sub", {dy3, spatial_mean(dy3)}), g.Op("Mul", {xhat, spatial_mean(dy_xhat)})});
-    const std::string dx3 = g.Op("Mul", {g.Op("Mul", {scale3, inv_std}), residual});
-    g.SetGrad(0, g.Op("Reshape", {dx3, g.ShapeOf(x)}));
-  }
-}
-
-// GroupNormalization: statistics per (n, group) in plain ops on the [N, G, C/G * spatial] view; scale and bias
-// act per group (opset 18) on that view, or per channel (21) on the [N, C, spatial] view.
-void GroupNormalizationGradient(GradientContext& g) {
-  const std::string dy = g.dY(0);
-  if (dy.empty() || (!g.NeedsGrad(0) && !g.NeedsGrad(1) && !g.NeedsGrad(2))) return;
-  const std::string& x = g.X(0);
-  const bool per_channel = g.opset() >= 21;
-  const std::string grouped = g.Ints({0, g.node().GetInt("num_groups", 1), -1});
-  const std::string param_view = per_channel ? g.Ints({0, 0, -1}) : grouped;
-  const std::string dy_view = g.Op("Reshape", {dy, param_view});
-  auto param_sum = [&](const std::string& value) {
-    return g.Op("ReduceSum", {value, g.Ints({0, 2})}, {{"keepdims", Attribute::Int(0)}});
-  };
-  auto group_mean = [&](const std::string& value) {
-    return g.Op("ReduceMean", {value}, {{"axes", Attribute::Ints({2})}, {"keepdims", Attribute::Int(1)}});
-  };
-  if (g.NeedsGrad(2)) g.SetGrad(2, AsTypeOf(g, param_sum(dy_view), g.X(2)));
-  if (!g.NeedsGrad(0) && !g.NeedsGrad(1)) return;
-
-  const float epsilon = g.node().GetFloat("epsilon", 1e-5f);
-  const std::string xg = g.Op("Reshape", {x, grouped});
-  const std::string centered = g.Op("Sub", {xg, group_mean(xg)});
-  const std::string var = group_mean(g.Op("Mul", {centered, centered}));
-  const std::string inv_std = g.Op("Reciprocal", {g.Op("Sqrt", {g.Op("Add", {var, g.ScalarLike(epsilon, x)})})});
-  const std::string xhat = g.Op("Mul", {centered, inv_std});
-  const std::string xhat_view = per_channel ? g.Op("Reshape", {xhat, g.ShapeOf(dy_view)}) : xhat;
-  if (g.NeedsGrad(1)) g.SetGrad(1, AsTypeOf(g, param_sum(g.Op("Mul", {dy_view, xhat_view})), g.X(1)));
-  if (g.NeedsGrad(0)) {
-    const std::string scale = g.Op("Reshape", {AsTypeOf(g, g.X(1), x), g.Ints({-1, 1})});
-    const std::string dxhat = g.Op("Reshape", {g.Op("Mul", {dy_view, scale}), grouped});
-    const std::string residual = g.Op(
-        "Sub", {g.Op("Sub", {dxhat, group_mean(dxhat)}), g.Op("Mul", {xhat, group_mean(g.Op("Mul", {dxhat, xhat}))})});
-    g.SetGrad(0, g.Op("Reshape", {g.Op("Mul", {inv_std, residual}), g.ShapeOf(x)}));
-  }
-}
-
-// Whether static shapes show that `param` has exactly X's dims from `axis` on.
-bool HasNormalizedShape(const GradientContext& g, const std::string& x, const std::string& param, int64_t axis) {
-  const ValueInfo* xi = g.Info(x);
-  const ValueInfo* pi = g.Info(param);
-  if (!xi || !pi || !xi->has_shape || !pi->has_shape) return false;
-  const int64_t rank = static_cast<int64_t>(xi->shape.size());
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis > rank || static_cast<int64_t>(pi->shape.size()) != rank - axis) return false;
-  for (int64_t d = axis; d < rank; ++d) {
-    const Dim& a = xi->shape[d];
-    const Dim& b = pi->shape[d - axis];
-    const bool same = (a.known() && b.known() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
-    if (!same) return false;
-  }
-  return true;
-}
-
-// LayerNormalization: the fused LayerNormalizationGrad for dY; plain ops for gradients arriving at
-// the Mean / InvStdDev outputs. Statistics come from the forward node when it saved them in X's
-// precision, else from a second LayerNormalization that outputs them.
-void LayerNormalizationGradient(GradientContext& g) {
-  const Node& node = g.node();
-  const std::string dy = g.dY(0), dmean = g.dY(1), dinv_std = g.dY(2);
-  const std::string& x = g.X(0);
-  const std::string& scale = g.X(1);
-  const std::string& bias = g.X(2);
-  const int64_t axis = node.GetInt("axis", -1);
-  const float epsilon = node.GetFloat("epsilon", 1e-5f);
-  const int64_t stash_type = node.GetInt("stash_type", 1);
-  const bool needs_x = g.NeedsGrad(0), needs_scale = g.NeedsGrad(1), needs_bias = !bias.empty() && g.NeedsGrad(2);
-
-  if (!dy.empty() && needs_bias && !needs_x && !needs_scale) {
-    g.SetGrad(2, dy, /*maybe_broadcast=*/true);
-    return;
-  }
-  const bool dy_flows = !dy.empty() && (needs_x || needs_scale || needs_bias);
-  const bool stats_flow = needs_x && (!dmean.empty() || !dinv_std.empty());
-  if (!dy_flows && !stats_flow) return;
-
-  const DataType x_type = g.TypeOf(x);
-  const bool saved = g.NumOutputs() >= 3 && !g.Y(1).empty() && !g.Y(2).empty() &&
-                     stash_type == static_cast<int64_t>(x_type);
-  std::string mean = g.Y(1), inv_std = g.Y(2);
-  if (!saved) {
-    const std::vector<std::string> recomputed =
-        g.Emit("LayerNormalization", {x, scale}, 3,
-               {{"axis", Attribute::Int(axis)},
-                {"epsilon", Attribute::Float(epsilon)},
-                {"stash_type", Attribute::Int(static_cast<int64_t>(x_type))}});
-    mean = recomputed[1];
-    inv_std = recomputed[2];
-  }
-
-  if (dy_flows) {
-    const std::vector<std::string> grads = g.Emit("LayerNormalizationGrad", {dy, x, scale, mean, inv_std}, 3,
-                                                  {{"axis", Attribute::Int(axis)}}, kEdgetrainDomain);
-    g.SetGrad(0, grads[0]);
-    // dScale and dB have the normalized shape; a parameter that broadcasts to it is summed down.
-    auto to_param = [&](const std::string& value, const std::string& param) {
-      if (HasNormalizedShape(g, x, param, axis)) return value;
-      return g.Op("SumToShape", {value, g.ShapeOf(param)}, {}, kEdgetrainDomain);
-    };
-    if (needs_scale) g.SetGrad(1, to_param(grads[1], scale));
-    if (needs_bias) g.SetGrad(2, to_param(grads[2], bias));
-  }
-
-  if (stats_flow) {
-    // mean = sum(x) / K, inv_std = (var + eps)^-1/2: d inv_std / dx = -inv_std^2 * xhat / K.
-    const std::string count = g.Op(
-        "CastLike", {g.Op("ReduceProd", {g.Op("Shape", {x}, {{"start", Attribute::Int(axis)}})},
-                          {{"keepdims", Attribute::Int(0)}}),
-                     x});
-    std::string dx;
-    if (!dmean.empty()) {
-      dx = g.Op("Div", {g.Op("CastLike", {dmean, x}), count});
-    }
-    if (!dinv_std.empty()) {
-      const std::string xhat = g.Op("Mul", {g.Op("Sub", {x, mean}), inv_std});
-      const std::string coefficient =
-          g.Op("Div", {g.Op("Mul", {g.Op("Mul", {inv_std, inv_std}), g.Op("CastLike", {dinv_std, x})}), count});
-      const std::string term = g.Op("Mul", {coefficient, xhat});
-      dx = dx.empty() ? g.Op("Neg", {term}) : g.Op("Sub", {dx, term});
-    } else {
-      dx = g.Op("Expand", {dx, g.ShapeOf(x)});
-    }
-    g.SetGrad(0, dx);
-  }
-}
-
 }  // namespace
 
 void RegisterNormalizationOps(OpRegistry& r) {
-  ET_IF_BUILT("", "BatchNormalization") RegisterOnnx(r, "BatchNormalization", BatchNormalizationKernel);
-  ET_IF_BUILT("", "InstanceNormalization") RegisterOnnx(r, "InstanceNormalization", InstanceNormalization);
-  ET_IF_BUILT("", "LayerNormalization") RegisterOnnx(r, "LayerNormalization", LayerNormalization);
-  ET_IF_BUILT("", "GroupNormalization") RegisterOnnx(r, "GroupNormalization", GroupNormalization, 18);
-  ET_IF_BUILT("", "BatchNormalization") r.SetGradient("BatchNormalization", BatchNormalizationGradient);
-  ET_IF_BUILT("", "GroupNormalization") r.SetGradient("GroupNormalization", GroupNormalizationGradient);
+  RegisterBatchNormalization(r);
+  ET_REGISTER_ONNX(r, "InstanceNormalization", InstanceNormalization);
   ET_IF_BUILT("", "InstanceNormalization") r.SetGradient("InstanceNormalization", InstanceNormalizationGradient);
-  ET_IF_BUILT("", "LayerNormalization") r.SetGradient("LayerNormalization", LayerNormalizationGradient);
-  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad") RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel, ET_TRAINING_BODY(BatchNormalizationGradFunction()));
-  ET_IF_BUILT("ai.edgetrain", "LayerNormalizationGrad") RegisterFused(r, "LayerNormalizationGrad", LayerNormalizationGradKernel, ET_TRAINING_BODY(LayerNormalizationGradFunction()));
-  ET_IF_BUILT("", "LpNormalization") RegisterOnnx(r, "LpNormalization", LpNormalization);
-  ET_IF_BUILT("", "MeanVarianceNormalization") RegisterOnnx(r, "MeanVarianceNormalization", MeanVarianceNormalization);
-  ET_IF_BUILT("", "LRN") RegisterOnnx(r, "LRN", LocalResponseNormalization);
+  ET_REGISTER_ONNX(r, "GroupNormalization", GroupNormalization, 18);
+  ET_IF_BUILT("", "GroupNormalization") r.SetGradient("GroupNormalization", GroupNormalizationGradient);
+  RegisterLayerNormalization(r);
+  ET_REGISTER_ONNX(r, "LpNormalization", LpNormalization);
+  ET_REGISTER_ONNX(r, "MeanVarianceNormalization", MeanVarianceNormalization);
+  ET_REGISTER_ONNX(r, "LRN", LocalResponseNormalization);
 }
 
 }  // namespace edgetrain

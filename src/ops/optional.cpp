@@ -39,9 +39,9 @@ void OptionalGetElementKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterOptionalOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Optional") RegisterOnnx(r, "Optional", OptionalKernel, 15);
-  ET_IF_BUILT("", "OptionalHasElement") RegisterOnnx(r, "OptionalHasElement", OptionalHasElementKernel, 15);
-  ET_IF_BUILT("", "OptionalGetElement") RegisterOnnx(r, "OptionalGetElement", OptionalGetElementKernel, 15);
+  ET_REGISTER_ONNX(r, "Optional", OptionalKernel, 15);
+  ET_REGISTER_ONNX(r, "OptionalHasElement", OptionalHasElementKernel, 15);
+  ET_REGISTER_ONNX(r, "OptionalGetElement", OptionalGetElementKernel, 15);
 }
 
 }  // namespace edgetrain

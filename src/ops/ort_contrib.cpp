@@ -396,8 +396,7 @@ void RegisterOrtContribOps(OpRegistry& r) {
   ET_IF_BUILT("com.microsoft", "ConcatTraining") RegisterMicrosoft(r, "ConcatTraining", ConcatTrainingKernel);
   ET_IF_BUILT("com.microsoft", "SplitTraining") RegisterMicrosoft(r, "SplitTraining", SplitTrainingKernel);
   // ORT declares SimplifiedLayerNormalization in the ONNX domain (its own opset 1).
-  ET_IF_BUILT("", "SimplifiedLayerNormalization")
-    RegisterOnnx(r, "SimplifiedLayerNormalization", SimplifiedLayerNormalizationKernel);
+  ET_REGISTER_ONNX(r, "SimplifiedLayerNormalization", SimplifiedLayerNormalizationKernel);
   ET_IF_BUILT("com.microsoft", "SimplifiedLayerNormalization")
     RegisterMicrosoft(r, "SimplifiedLayerNormalization", SimplifiedLayerNormalizationKernel);
   ET_IF_BUILT("com.microsoft", "SkipLayerNormalization")

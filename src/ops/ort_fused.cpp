@@ -403,9 +403,8 @@ void RegisterOrtFusedOps(OpRegistry& r) {
   ET_IF_BUILT("com.microsoft", "FusedConv") RegisterMicrosoft(r, "FusedConv", FusedConvKernel);
   ET_IF_BUILT("com.microsoft", "ConvGrad") RegisterMicrosoft(r, "ConvGrad", ConvGradKernel);
   // dX has the shape the model declares (DeclaredPoolInputShape).
-  ET_IF_BUILT("", "MaxPoolGrad") RegisterOnnx(r, "MaxPoolGrad", MaxPoolGradKernel).reads_declared_outputs = true;
-  ET_IF_BUILT("", "AveragePoolGrad")
-    RegisterOnnx(r, "AveragePoolGrad", AveragePoolGradKernel).reads_declared_outputs = true;
+  ET_REGISTER_ONNX(r, "MaxPoolGrad", MaxPoolGradKernel).reads_declared_outputs = true;
+  ET_REGISTER_ONNX(r, "AveragePoolGrad", AveragePoolGradKernel).reads_declared_outputs = true;
   ET_IF_BUILT("com.microsoft", "BatchNormInternal") RegisterMicrosoft(r, "BatchNormInternal", BatchNormalizationKernel);
   ET_IF_BUILT("com.microsoft", "BatchNormalizationGrad")
     RegisterMicrosoft(r, "BatchNormalizationGrad", BatchNormalizationGradKernel);

@@ -728,13 +728,13 @@ void GlobalMaxPoolGradient(GradientContext& g) {
 }  // namespace
 
 void RegisterPoolOps(OpRegistry& r) {
-  ET_IF_BUILT("", "MaxPool") RegisterOnnx(r, "MaxPool", MaxPoolKernel);
-  ET_IF_BUILT("", "AveragePool") RegisterOnnx(r, "AveragePool", AveragePoolKernel);
-  ET_IF_BUILT("", "LpPool") RegisterOnnx(r, "LpPool", LpPoolKernel);
-  ET_IF_BUILT("", "GlobalAveragePool") RegisterOnnx(r, "GlobalAveragePool", GlobalAveragePoolKernel);
-  ET_IF_BUILT("", "GlobalMaxPool") RegisterOnnx(r, "GlobalMaxPool", GlobalMaxPoolKernel);
-  ET_IF_BUILT("", "GlobalLpPool") RegisterOnnx(r, "GlobalLpPool", GlobalLpPoolKernel);
-  ET_IF_BUILT("", "MaxUnpool") RegisterOnnx(r, "MaxUnpool", MaxUnpoolKernel);
+  ET_REGISTER_ONNX(r, "MaxPool", MaxPoolKernel);
+  ET_REGISTER_ONNX(r, "AveragePool", AveragePoolKernel);
+  ET_REGISTER_ONNX(r, "LpPool", LpPoolKernel);
+  ET_REGISTER_ONNX(r, "GlobalAveragePool", GlobalAveragePoolKernel);
+  ET_REGISTER_ONNX(r, "GlobalMaxPool", GlobalMaxPoolKernel);
+  ET_REGISTER_ONNX(r, "GlobalLpPool", GlobalLpPoolKernel);
+  ET_REGISTER_ONNX(r, "MaxUnpool", MaxUnpoolKernel);
   ET_IF_BUILT("", "MaxPool") r.SetGradient("MaxPool", MaxPoolGradient);
   ET_IF_BUILT("", "AveragePool") r.SetGradient("AveragePool", AveragePoolGradient);
   ET_IF_BUILT("", "GlobalAveragePool") r.SetGradient("GlobalAveragePool", GlobalAveragePoolGradient);

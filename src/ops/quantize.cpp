@@ -219,7 +219,7 @@ void QuantizeLinearKernel(KernelContext& ctx) {
   });
 }
 
-void RegisterQuantizeLinear(OpRegistry& r) { ET_IF_BUILT("", "QuantizeLinear") RegisterOnnx(r, "QuantizeLinear", QuantizeLinearKernel, 10); }
+void RegisterQuantizeLinear(OpRegistry& r) { ET_REGISTER_ONNX(r, "QuantizeLinear", QuantizeLinearKernel, 10); }
 
 // ---------------------------------------------------------------------------------------------
 // DequantizeLinear: y = (x - zero_point) * scale, in the scale's float type.
@@ -254,7 +254,7 @@ void DequantizeLinearKernel(KernelContext& ctx) {
   });
 }
 
-void RegisterDequantizeLinear(OpRegistry& r) { ET_IF_BUILT("", "DequantizeLinear") RegisterOnnx(r, "DequantizeLinear", DequantizeLinearKernel, 10); }
+void RegisterDequantizeLinear(OpRegistry& r) { ET_REGISTER_ONNX(r, "DequantizeLinear", DequantizeLinearKernel, 10); }
 
 // ---------------------------------------------------------------------------------------------
 // DynamicQuantizeLinear: uint8 with scale and zero point from the range of x (which includes 0).
@@ -283,7 +283,7 @@ void DynamicQuantizeLinearKernel(KernelContext& ctx) {
 }
 
 void RegisterDynamicQuantizeLinear(OpRegistry& r) {
-  ET_IF_BUILT("", "DynamicQuantizeLinear") RegisterOnnx(r, "DynamicQuantizeLinear", DynamicQuantizeLinearKernel, 11);
+  ET_REGISTER_ONNX(r, "DynamicQuantizeLinear", DynamicQuantizeLinearKernel, 11);
 }
 
 // ---------------------------------------------------------------------------------------------

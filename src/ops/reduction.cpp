@@ -720,30 +720,30 @@ void TopKKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterReductionOps(OpRegistry& r) {
-  ET_IF_BUILT("", "ReduceSum") RegisterOnnx(r, "ReduceSum", ReduceKernel<SumReducer>);
+  ET_REGISTER_ONNX(r, "ReduceSum", ReduceKernel<SumReducer>);
   ET_IF_BUILT("", "ReduceSum") r.SetGradient("ReduceSum", ReduceSumGradient);
-  ET_IF_BUILT("", "ReduceMean") RegisterOnnx(r, "ReduceMean", ReduceKernel<MeanReducer>);
+  ET_REGISTER_ONNX(r, "ReduceMean", ReduceKernel<MeanReducer>);
   ET_IF_BUILT("", "ReduceMean") r.SetGradient("ReduceMean", ReduceMeanGradient);
-  ET_IF_BUILT("", "ReduceMax") RegisterOnnx(r, "ReduceMax", ReduceKernel<MaxReducer>);
+  ET_REGISTER_ONNX(r, "ReduceMax", ReduceKernel<MaxReducer>);
   ET_IF_BUILT("", "ReduceMax") r.SetGradient("ReduceMax", ReduceExtremeGradient);
-  ET_IF_BUILT("", "ReduceMin") RegisterOnnx(r, "ReduceMin", ReduceKernel<MinReducer>);
+  ET_REGISTER_ONNX(r, "ReduceMin", ReduceKernel<MinReducer>);
   ET_IF_BUILT("", "ReduceMin") r.SetGradient("ReduceMin", ReduceExtremeGradient);
-  ET_IF_BUILT("", "ReduceProd") RegisterOnnx(r, "ReduceProd", ReduceKernel<ProdReducer>);
-  ET_IF_BUILT("", "ReduceL1") RegisterOnnx(r, "ReduceL1", ReduceKernel<L1Reducer>);
+  ET_REGISTER_ONNX(r, "ReduceProd", ReduceKernel<ProdReducer>);
+  ET_REGISTER_ONNX(r, "ReduceL1", ReduceKernel<L1Reducer>);
   ET_IF_BUILT("", "ReduceL1") r.SetGradient("ReduceL1", ReduceL1Gradient);
-  ET_IF_BUILT("", "ReduceL2") RegisterOnnx(r, "ReduceL2", ReduceKernel<L2Reducer>);
+  ET_REGISTER_ONNX(r, "ReduceL2", ReduceKernel<L2Reducer>);
   ET_IF_BUILT("", "ReduceL2") r.SetGradient("ReduceL2", ReduceL2Gradient);
-  ET_IF_BUILT("", "ReduceLogSum") RegisterOnnx(r, "ReduceLogSum", ReduceKernel<LogSumReducer>);
+  ET_REGISTER_ONNX(r, "ReduceLogSum", ReduceKernel<LogSumReducer>);
   ET_IF_BUILT("", "ReduceLogSum") r.SetGradient("ReduceLogSum", ReduceLogSumGradient);
-  ET_IF_BUILT("", "ReduceLogSumExp") RegisterOnnx(r, "ReduceLogSumExp", ReduceKernel<LogSumExpReducer>);
+  ET_REGISTER_ONNX(r, "ReduceLogSumExp", ReduceKernel<LogSumExpReducer>);
   ET_IF_BUILT("", "ReduceLogSumExp") r.SetGradient("ReduceLogSumExp", ReduceLogSumExpGradient);
-  ET_IF_BUILT("", "ReduceSumSquare") RegisterOnnx(r, "ReduceSumSquare", ReduceKernel<SumSquareReducer>);
+  ET_REGISTER_ONNX(r, "ReduceSumSquare", ReduceKernel<SumSquareReducer>);
   ET_IF_BUILT("", "ReduceSumSquare") r.SetGradient("ReduceSumSquare", ReduceSumSquareGradient);
-  ET_IF_BUILT("", "ArgMax") RegisterOnnx(r, "ArgMax", ArgExtremeKernel<true>);
-  ET_IF_BUILT("", "ArgMin") RegisterOnnx(r, "ArgMin", ArgExtremeKernel<false>);
-  ET_IF_BUILT("", "CumSum") RegisterOnnx(r, "CumSum", CumSumKernel);
+  ET_REGISTER_ONNX(r, "ArgMax", ArgExtremeKernel<true>);
+  ET_REGISTER_ONNX(r, "ArgMin", ArgExtremeKernel<false>);
+  ET_REGISTER_ONNX(r, "CumSum", CumSumKernel);
   ET_IF_BUILT("", "CumSum") r.SetGradient("CumSum", CumSumGradient);
-  ET_IF_BUILT("", "TopK") RegisterOnnx(r, "TopK", TopKKernel);
+  ET_REGISTER_ONNX(r, "TopK", TopKKernel);
   ET_IF_BUILT("", "TopK") r.SetGradient("TopK", TopKGradient);
   // A view when nothing is summed.
   ET_IF_BUILT("ai.edgetrain", "SumToShape")

@@ -35,3 +35,7 @@ void RegisterLinalgSetOps(OpRegistry& r);       // linalg_set.cpp: Det, Unique
 void RegisterOptionalOps(OpRegistry& r);        // optional.cpp: Optional, OptionalHasElement, OptionalGetElement
 
 }  // namespace edgetrain
+
+// Registers the default-domain kernel for op_type (named once), compiled in only when the build includes it;
+// yields the entry, e.g. ET_REGISTER_ONNX(r, "Relu", Relu).in_place = true;
+#define ET_REGISTER_ONNX(r, op_type, ...) ET_IF_BUILT("", op_type)::edgetrain::RegisterOnnx(r, op_type, __VA_ARGS__)

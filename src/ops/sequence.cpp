@@ -207,14 +207,14 @@ void ConcatFromSequence(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSequenceOps(OpRegistry& r) {
-  ET_IF_BUILT("", "SequenceConstruct") RegisterOnnx(r, "SequenceConstruct", SequenceConstruct);
-  ET_IF_BUILT("", "SequenceEmpty") RegisterOnnx(r, "SequenceEmpty", SequenceEmpty);
-  ET_IF_BUILT("", "SequenceInsert") RegisterOnnx(r, "SequenceInsert", SequenceInsert);
-  ET_IF_BUILT("", "SequenceErase") RegisterOnnx(r, "SequenceErase", SequenceErase);
-  ET_IF_BUILT("", "SplitToSequence") RegisterOnnx(r, "SplitToSequence", SplitToSequence);
-  ET_IF_BUILT("", "SequenceAt") RegisterOnnx(r, "SequenceAt", SequenceAt);
-  ET_IF_BUILT("", "SequenceLength") RegisterOnnx(r, "SequenceLength", SequenceLength);
-  ET_IF_BUILT("", "ConcatFromSequence") RegisterOnnx(r, "ConcatFromSequence", ConcatFromSequence);
+  ET_REGISTER_ONNX(r, "SequenceConstruct", SequenceConstruct);
+  ET_REGISTER_ONNX(r, "SequenceEmpty", SequenceEmpty);
+  ET_REGISTER_ONNX(r, "SequenceInsert", SequenceInsert);
+  ET_REGISTER_ONNX(r, "SequenceErase", SequenceErase);
+  ET_REGISTER_ONNX(r, "SplitToSequence", SplitToSequence);
+  ET_REGISTER_ONNX(r, "SequenceAt", SequenceAt);
+  ET_REGISTER_ONNX(r, "SequenceLength", SequenceLength);
+  ET_REGISTER_ONNX(r, "ConcatFromSequence", ConcatFromSequence);
 }
 
 }  // namespace edgetrain

@@ -840,25 +840,25 @@ void SliceGradKernel(KernelContext& ctx) {
 
 void RegisterShapeOps(OpRegistry& r) {
   // Output 0 is input 0's elements in order: the executor may hand on a view (output_views_input).
-  ET_IF_BUILT("", "Reshape") RegisterOnnx(r, "Reshape", Reshape).output_views_input = true;
-  ET_IF_BUILT("", "Flatten") RegisterOnnx(r, "Flatten", Flatten).output_views_input = true;
-  ET_IF_BUILT("", "Squeeze") RegisterOnnx(r, "Squeeze", Squeeze).output_views_input = true;
-  ET_IF_BUILT("", "Unsqueeze") RegisterOnnx(r, "Unsqueeze", Unsqueeze).output_views_input = true;
-  ET_IF_BUILT("", "Transpose") RegisterOnnx(r, "Transpose", Transpose);
-  ET_IF_BUILT("", "Concat") RegisterOnnx(r, "Concat", Concat);
-  ET_IF_BUILT("", "Split") RegisterOnnx(r, "Split", Split);
-  ET_IF_BUILT("", "Slice") RegisterOnnx(r, "Slice", Slice);
-  ET_IF_BUILT("", "Expand") RegisterOnnx(r, "Expand", Expand);
-  ET_IF_BUILT("", "Tile") RegisterOnnx(r, "Tile", Tile);
-  ET_IF_BUILT("", "Pad") RegisterOnnx(r, "Pad", Pad);
-  ET_IF_BUILT("", "CenterCropPad") RegisterOnnx(r, "CenterCropPad", CenterCropPad, 18);
-  ET_IF_BUILT("", "Shape") RegisterOnnx(r, "Shape", ShapeOp);
-  ET_IF_BUILT("", "Size") RegisterOnnx(r, "Size", Size);
-  ET_IF_BUILT("", "ConstantOfShape") RegisterOnnx(r, "ConstantOfShape", ConstantOfShape);
-  ET_IF_BUILT("", "EyeLike") RegisterOnnx(r, "EyeLike", EyeLike);
-  ET_IF_BUILT("", "Range") RegisterOnnx(r, "Range", Range);
-  ET_IF_BUILT("", "DepthToSpace") RegisterOnnx(r, "DepthToSpace", DepthToSpace);
-  ET_IF_BUILT("", "SpaceToDepth") RegisterOnnx(r, "SpaceToDepth", SpaceToDepth);
+  ET_REGISTER_ONNX(r, "Reshape", Reshape).output_views_input = true;
+  ET_REGISTER_ONNX(r, "Flatten", Flatten).output_views_input = true;
+  ET_REGISTER_ONNX(r, "Squeeze", Squeeze).output_views_input = true;
+  ET_REGISTER_ONNX(r, "Unsqueeze", Unsqueeze).output_views_input = true;
+  ET_REGISTER_ONNX(r, "Transpose", Transpose);
+  ET_REGISTER_ONNX(r, "Concat", Concat);
+  ET_REGISTER_ONNX(r, "Split", Split);
+  ET_REGISTER_ONNX(r, "Slice", Slice);
+  ET_REGISTER_ONNX(r, "Expand", Expand);
+  ET_REGISTER_ONNX(r, "Tile", Tile);
+  ET_REGISTER_ONNX(r, "Pad", Pad);
+  ET_REGISTER_ONNX(r, "CenterCropPad", CenterCropPad, 18);
+  ET_REGISTER_ONNX(r, "Shape", ShapeOp);
+  ET_REGISTER_ONNX(r, "Size", Size);
+  ET_REGISTER_ONNX(r, "ConstantOfShape", ConstantOfShape);
+  ET_REGISTER_ONNX(r, "EyeLike", EyeLike);
+  ET_REGISTER_ONNX(r, "Range", Range);
+  ET_REGISTER_ONNX(r, "DepthToSpace", DepthToSpace);
+  ET_REGISTER_ONNX(r, "SpaceToDepth", SpaceToDepth);
   ET_IF_BUILT("ai.edgetrain", "SliceGrad") RegisterFused(r, "SliceGrad", SliceGradKernel, ET_TRAINING_BODY(SliceGradFunction()));
 
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.SetGradient(op, ReshapeLikeInputGradient);

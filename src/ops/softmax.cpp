@@ -251,11 +251,11 @@ void SoftmaxGradient(GradientContext& g) {
 }  // namespace
 
 void RegisterSoftmaxOps(OpRegistry& r) {
-  ET_IF_BUILT("", "Softmax") RegisterOnnx(r, "Softmax", SoftmaxKernel<SoftmaxMode::kSoftmax>);
+  ET_REGISTER_ONNX(r, "Softmax", SoftmaxKernel<SoftmaxMode::kSoftmax>);
   ET_IF_BUILT("", "Softmax") r.SetGradient("Softmax", SoftmaxGradient<SoftmaxMode::kSoftmax>);
-  ET_IF_BUILT("", "LogSoftmax") RegisterOnnx(r, "LogSoftmax", SoftmaxKernel<SoftmaxMode::kLogSoftmax>);
+  ET_REGISTER_ONNX(r, "LogSoftmax", SoftmaxKernel<SoftmaxMode::kLogSoftmax>);
   ET_IF_BUILT("", "LogSoftmax") r.SetGradient("LogSoftmax", SoftmaxGradient<SoftmaxMode::kLogSoftmax>);
-  ET_IF_BUILT("", "Hardmax") RegisterOnnx(r, "Hardmax", HardmaxKernel);
+  ET_REGISTER_ONNX(r, "Hardmax", HardmaxKernel);
   ET_IF_BUILT("ai.edgetrain", "SoftmaxGrad")
     RegisterFused(r, "SoftmaxGrad", FusedSoftmaxBackwardKernel<SoftmaxMode::kSoftmax>,
                   ET_TRAINING_BODY(SoftmaxBackwardFunction(SoftmaxMode::kSoftmax)));

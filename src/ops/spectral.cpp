@@ -537,17 +537,17 @@ void MelWeightMatrixKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSpectralOps(OpRegistry& r) {
-  ET_IF_BUILT("", "DFT") RegisterOnnx(r, "DFT", [](KernelContext& ctx) { DftKernel(ctx, false); }, 17, 19);
-  ET_IF_BUILT("", "DFT") RegisterOnnx(r, "DFT", [](KernelContext& ctx) { DftKernel(ctx, true); }, 20);
+  ET_REGISTER_ONNX(r, "DFT", [](KernelContext& ctx) { DftKernel(ctx, false); }, 17, 19);
+  ET_REGISTER_ONNX(r, "DFT", [](KernelContext& ctx) { DftKernel(ctx, true); }, 20);
   ET_IF_BUILT("", "DFT") r.SetGradient("DFT", DftGradient);
   // No definition in standard ops: the adjoint's zero-fill and truncation need run-time lengths.
   ET_IF_BUILT("ai.edgetrain", "DFTGrad") RegisterFused(r, "DFTGrad", DftGradKernel, nullptr);
 
-  ET_IF_BUILT("", "STFT") RegisterOnnx(r, "STFT", StftKernel, 17);
+  ET_REGISTER_ONNX(r, "STFT", StftKernel, 17);
   ET_IF_BUILT("", "STFT") r.SetGradient("STFT", StftGradient);
   ET_IF_BUILT("ai.edgetrain", "STFTGrad") RegisterFused(r, "STFTGrad", StftGradKernel, nullptr);
 
-  ET_IF_BUILT("", "MelWeightMatrix") RegisterOnnx(r, "MelWeightMatrix", MelWeightMatrixKernel, 17);
+  ET_REGISTER_ONNX(r, "MelWeightMatrix", MelWeightMatrixKernel, 17);
   // Piecewise constant in the edge frequencies (they pick whole bins): zero gradient almost everywhere.
   ET_IF_BUILT("", "MelWeightMatrix") r.SetGradient("MelWeightMatrix", [](GradientContext&) {});
 }

@@ -556,11 +556,11 @@ void RegexFullMatchKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterStringOps(OpRegistry& r) {
-  ET_IF_BUILT("", "StringNormalizer") RegisterOnnx(r, "StringNormalizer", StringNormalizerKernel, 10);
-  ET_IF_BUILT("", "TfIdfVectorizer") RegisterOnnx(r, "TfIdfVectorizer", TfIdfVectorizerKernel, 9);
-  ET_IF_BUILT("", "StringConcat") RegisterOnnx(r, "StringConcat", StringConcatKernel, 20);
-  ET_IF_BUILT("", "StringSplit") RegisterOnnx(r, "StringSplit", StringSplitKernel, 20);
-  ET_IF_BUILT("", "RegexFullMatch") RegisterOnnx(r, "RegexFullMatch", RegexFullMatchKernel, 20);
+  ET_REGISTER_ONNX(r, "StringNormalizer", StringNormalizerKernel, 10);
+  ET_REGISTER_ONNX(r, "TfIdfVectorizer", TfIdfVectorizerKernel, 9);
+  ET_REGISTER_ONNX(r, "StringConcat", StringConcatKernel, 20);
+  ET_REGISTER_ONNX(r, "StringSplit", StringSplitKernel, 20);
+  ET_REGISTER_ONNX(r, "RegexFullMatch", RegexFullMatchKernel, 20);
 }
 
 void RejectStringInputs(const OpKernelEntry& entry, const Node& node, std::span<const RuntimeValue* const> inputs) {

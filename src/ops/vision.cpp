@@ -579,14 +579,14 @@ void NonMaxSuppressionKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterVisionOps(OpRegistry& r) {
-  ET_IF_BUILT("", "GridSample") RegisterOnnx(r, "GridSample", GridSampleKernel, 16);
+  ET_REGISTER_ONNX(r, "GridSample", GridSampleKernel, 16);
   ET_IF_BUILT("", "GridSample") r.SetGradient("GridSample", GridSampleGradient);
   // No definition in standard ops: the scatter of dX and the per-tap weight derivatives have none.
   ET_IF_BUILT("ai.edgetrain", "GridSampleGrad") RegisterFused(r, "GridSampleGrad", GridSampleGradKernel, nullptr);
-  ET_IF_BUILT("", "RoiAlign") RegisterOnnx(r, "RoiAlign", RoiAlignKernel, 10);
+  ET_REGISTER_ONNX(r, "RoiAlign", RoiAlignKernel, 10);
   ET_IF_BUILT("", "RoiAlign") r.SetGradient("RoiAlign", RoiAlignGradient);
   ET_IF_BUILT("ai.edgetrain", "RoiAlignGrad") RegisterFused(r, "RoiAlignGrad", RoiAlignGradKernel, nullptr);
-  ET_IF_BUILT("", "NonMaxSuppression") RegisterOnnx(r, "NonMaxSuppression", NonMaxSuppressionKernel, 10);
+  ET_REGISTER_ONNX(r, "NonMaxSuppression", NonMaxSuppressionKernel, 10);
 }
 
 }  // namespace edgetrain

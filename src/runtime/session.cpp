@@ -15,6 +15,7 @@
 #include "core/text.hpp"
 #include "ir/passes.hpp"
 #include "onnx/importer.hpp"
+#include "ops/attributes.hpp"
 #include "onnx/schema_hooks.hpp"
 #include "runtime/arena_plan.hpp"
 #include "runtime/export_options.hpp"
@@ -521,6 +522,8 @@ class GraphExecutor {
     node.Describe();  // fills the cache here, so kernels' messages build no string during runs
     ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
              node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
+    if (step.kernel->parse_attributes)  // typed attributes, checked and kept for every run
+      step.state.objects.push_back(step.kernel->parse_attributes(node, step.opset));
     for (const auto& in : node.inputs) step.inputs.push_back(InputSlot(in));
     for (const auto& out : node.outputs)
       step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
@@ -871,6 +874,7 @@ ImportOptions ExecutionImportOptions() {
   options.has_kernel = [](const std::string& domain, const std::string& op, int64_t opset) {
     return OpRegistry::Global().Find(domain, op, opset) != nullptr;
   };
+  options.complete_types = InferTypesByRules;
   return options;
 }
 
