@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -60,6 +61,20 @@ const ArtifactDir& LeNetBn() {
     ArtifactDir a{TempDir("lenet_bn")};
     ArtifactOptions options;
     options.additional_outputs = {"output"};  // an eval output to export
+    GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
+    return a;
+  }();
+  return set;
+}
+
+// LeNet-BN keeping its activations for the backward pass: a training step whose forward values the budget
+// planner can recompute (with the cheap ones recomputed already, its peak is in the backward pass).
+const ArtifactDir& LeNetBnKept() {
+  static ArtifactDir set = [] {
+    ArtifactDir a{TempDir("lenet_bn_kept")};
+    ArtifactOptions options;
+    options.additional_outputs = {"output"};
+    options.recompute_cheap_values = false;
     GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
     return a;
   }();
@@ -593,7 +608,7 @@ std::vector<std::vector<float>> LossesAndGradients(TrainingSession& s, int steps
 }  // namespace
 
 TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
-  const ArtifactDir& a = LeNetBn();
+  const ArtifactDir& a = LeNetBnKept();
   TrainingSession free = Open(a);
   const std::vector<std::vector<float>> expected = LossesAndGradients(free, 3);
   const uint64_t unconstrained = free.training_arena_bytes();
@@ -608,6 +623,21 @@ TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
   EXPECT_EQ(Parameters(half), Parameters(free));
 }
 
+TEST(MemoryBudget, CheapValuesRecomputedInTheBackwardPassGiveTheSameBits) {
+  const ArtifactDir& kept = LeNetBnKept();
+  TrainingSession keeping = Open(kept), recomputing = Open(LeNetBn());
+  EXPECT_EQ(LossesAndGradients(recomputing, 2), LossesAndGradients(keeping, 2));
+  EXPECT_EQ(Parameters(recomputing), Parameters(keeping));
+
+  // The copies: BatchNormalization and Relu from the convolutions' outputs, which BatchNormalizationGrad keeps.
+  std::map<std::string, int> copies;
+  for (const Node& node : LoadModel(LeNetBn().training().string()).graph.nodes)
+    if (node.name.ends_with("_recompute")) ++copies[node.op_type];
+  EXPECT_EQ(copies, (std::map<std::string, int>{{"BatchNormalization", 2}, {"Relu", 2}}));
+  for (const Node& node : LoadModel(kept.training().string()).graph.nodes)
+    EXPECT_FALSE(node.name.ends_with("_recompute")) << node.Describe();
+}
+
 TEST(MemoryBudget, ZeroOrNegativeBudgetIsRefusedAtCreation) {
   for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{-4096}})
     EXPECT_ERROR(OpenBudgeted(LeNetBn(), bad), ErrorCode::kInvalidArgument,
@@ -615,7 +645,7 @@ TEST(MemoryBudget, ZeroOrNegativeBudgetIsRefusedAtCreation) {
 }
 
 TEST(MemoryBudget, TooSmallBudgetNamesTheSmallestThatFitsAndThatOneTrains) {
-  const ArtifactDir& a = LeNetBn();
+  const ArtifactDir& a = LeNetBnKept();
   TrainingSession tiny = OpenBudgeted(a, 1024);
   const std::vector<float> before = Parameters(tiny);
   std::string message;
@@ -657,7 +687,7 @@ et_error* CTrainStep(et_training_session* session, float* loss) {
 }  // namespace
 
 TEST(MemoryBudget, CApiBudgetRecomputesToTheSameLossAndNamesTheSmallestThatFits) {
-  const ArtifactDir& a = LeNetBn();
+  const ArtifactDir& a = LeNetBnKept();
   et_session_options options;
   et_session_options_init(&options);
   EXPECT_EQ(options.memory_budget_bytes, 0);

@@ -49,9 +49,17 @@ def train(art, *extra):
 
 def check_memory_budget(tmp, test):
     """--memory-budget on LeNet-BN: too small names the smallest budget, which then trains to the same bits."""
-    lenet = os.path.join(tmp, "lenet")
-    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", lenet)
-    expect("generate-artifacts for LeNet-BN exits 0", r.returncode == 0, r.stderr)
+    lenet, recomputing = os.path.join(tmp, "lenet"), os.path.join(tmp, "lenet_recomputing")
+    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", recomputing)
+    copies = sorted(n.op_type for n in onnx.load(f"{recomputing}/training_model.onnx").graph.node
+                    if n.name.endswith("_recompute")) if r.returncode == 0 else []
+    expect("generate-artifacts recomputes BatchNormalization and Relu in the backward pass",
+           copies == ["BatchNormalization", "BatchNormalization", "Relu", "Relu"], copies)
+    # Keeping them leaves the budget planner forward values to recompute (LeNet-BN's peak is then at the forward end).
+    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", lenet, "--keep-cheap-values")
+    expect("generate-artifacts --keep-cheap-values keeps them",
+           r.returncode == 0 and not any(n.name.endswith("_recompute")
+                                         for n in onnx.load(f"{lenet}/training_model.onnx").graph.node), r.stderr)
 
     def train_lenet(name, *extra):
         return run("train", lenet, "--data", *test, "--limit", 96, "--batch-size", 32, "--seed", 5,
