@@ -159,6 +159,20 @@ size_t RecomputeCheapForwardValues(Graph& graph, size_t forward_nodes, int max_c
     Node copy = original;
     copy.name = original.name.empty() ? "" : original.name + "_recompute";
     copy.description.clear();
+    // Training-mode BatchNormalization normalizes with the batch's statistics, and a runtime may update the
+    // running statistics in place of its inputs: the copy gets running statistics of its own (unused).
+    if (copy.op_type == "BatchNormalization" && copy.inputs.size() == 5 && original.GetInt("training_mode", 0) != 0) {
+      const size_t at = position[original.outputs[0]];
+      for (int k : {3, 4}) {
+        Node stat;
+        stat.name = copy.name.empty() ? "" : copy.name + (k == 3 ? "_mean" : "_var");
+        stat.op_type = k == 3 ? "Neg" : "Abs";
+        stat.inputs = {copy.inputs[1]};
+        stat.outputs = {fresh(copy.inputs[k])};
+        copy.inputs[k] = stat.outputs[0];
+        copies.emplace_back(at, std::move(stat));
+      }
+    }
     for (std::string& input : copy.inputs)
       if (auto c = copy_of.find(input); c != copy_of.end() && chain.count(input)) input = c->second;
     for (std::string& output : copy.outputs) {
