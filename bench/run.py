@@ -35,7 +35,7 @@ PEERS_DIR = os.environ.get("EDGETRAIN_PEERS_DIR", os.path.expanduser("~/.cache/e
 PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one that sees python3-torch
 ORT_CHECKPOINT_VERSION = 2  # the only ODTC version onnxruntime-web 1.19 reads
 CHECKPOINT_NAMES = ["checkpoint", "checkpoint.ckpt"]  # as ort_step_bench.js looks them up
-SECTIONS = ["training", "ort", "inference", "sizes", "zoo"]
+SECTIONS = ["training", "ort", "inference", "sizes", "zoo", "zoo_memory"]
 
 # name: (bundled forward model or None to export from torch_models.py, batch, one input sample's shape)
 MODELS = {
@@ -250,6 +250,10 @@ class Bench:
         self.zoo = zoo.ZooBench(run_child, self.build, self.work, self.quick, log=log)
         self.zoo.measure()
 
+    def measure_zoo_memory(self):
+        self.zoo_memory = zoo.MemoryBench(run_child, self.build, self.work, log=log)
+        self.zoo_memory.measure()
+
     def cleanup(self):
         if self.keep:
             log(f"kept the work directory {self.work}")
@@ -451,7 +455,8 @@ class Report:
     def render(self, header, sections):
         for section in sections:
             {"training": self.training, "ort": self.ort_training, "inference": self.inference,
-             "sizes": self.sizes, "zoo": self.zoo}[section]()
+             "sizes": self.sizes, "zoo": self.zoo,
+             "zoo_memory": lambda: self.lines.extend(self.b.zoo_memory.report(self.check))}[section]()
         met = sum(1 for _, m in self.checks if m)
         failed = sum(1 for _, m in self.checks if m is False)
         unmeasured = sum(1 for _, m in self.checks if m is None)
@@ -527,7 +532,7 @@ def main():
             bench.prepare_models()
         measures = {"training": bench.measure_training, "ort": bench.measure_ort_training,
                     "inference": bench.measure_inference, "sizes": bench.measure_sizes,
-                    "zoo": bench.measure_zoo}
+                    "zoo": bench.measure_zoo, "zoo_memory": bench.measure_zoo_memory}
         for section in sections:
             measures[section]()
         report = Report(bench).render(environment_header(bench, started, load_before), sections)

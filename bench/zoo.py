@@ -10,6 +10,7 @@ AdamW, median) and each training process's peak RSS (getrusage; artifact generat
 process and is not counted).
 
     /usr/bin/python3 bench/zoo.py [--quick] [--models M ...] [--modes full head] [--threads 1 2]
+    /usr/bin/python3 bench/zoo.py memory [--models M ...] [--batches 8 32]   (peak RSS and per-sample slope)
 
 bench/run.py runs it as its `zoo` section. The sub-commands below are what the runs call in children.
 """
@@ -253,6 +254,74 @@ class ZooBench:
         return lines + [""]
 
 
+class MemoryBench:
+    """Peak RSS of the training process at two batch sizes (1 thread, full training, one step after one warm-up
+    step), edgetrain beside PyTorch, and the per-sample slope between them: the issue's memory targets are
+    RSS at the small batch <= 0.6x PyTorch's and slope <= 0.7x PyTorch's."""
+
+    RSS_TARGET, SLOPE_TARGET = 0.6, 0.7
+
+    def __init__(self, run_child, build, work, models=None, batches=(8, 32), image=224, log=print):
+        self.run_child, self.build, self.work = run_child, build, work
+        self.models, self.batches, self.image, self.log = list(models or ZOO), list(batches), image, log
+        self.rows = []  # (model, {batch: edgetrain Result}, {batch: PyTorch Result})
+
+    def measure(self):
+        bench_bin = os.path.join(self.build, "bench", "train_step_bench")
+        cli = os.path.join(self.build, "edgetrain")
+        me = os.path.abspath(__file__)
+        for name in self.models:
+            forward = os.path.join(self.work, f"zoo_{name}.onnx")
+            art = os.path.join(self.work, f"zoo_{name}_full_edgetrain")
+            prepared = self.run_child([PYTHON, me, "export", name, forward, "--image", str(self.image)], timeout=900)
+            if prepared.ok and not os.path.exists(os.path.join(art, "training_model.onnx")):
+                prepared = self.run_child([cli, "generate-artifacts", forward, "--out", art], timeout=900)
+            ours, theirs = {}, {}
+            for batch in self.batches:
+                ours[batch] = prepared if not prepared.ok else self.run_child(
+                    [bench_bin, "train", art, "--batch", str(batch), "--threads", "1", "--warmup", "1", "--min-steps",
+                     "1", "--max-steps", "1", "--budget-s", "0.1", "--create-repeats", "1"], threads=1, timeout=1800)
+                theirs[batch] = self.run_child([PYTHON, me, "torch", name, "--threads", "1", "--batch", str(batch),
+                                                "--image", str(self.image), "--steps", "1", "--warmup", "1"],
+                                               threads=1, timeout=1800, env=torch_env(1))
+                self.log(f"zoo memory {name} batch {batch}: edgetrain {cell_mib(ours[batch])}, "
+                         f"PyTorch {cell_mib(theirs[batch])}")
+            self.rows.append((name, ours, theirs))
+
+    def slope_mib(self, results):
+        small, large = self.batches[0], self.batches[-1]
+        if not (results[small].ok and results[large].ok):
+            return None
+        return (results[large].rss_kb - results[small].rss_kb) / 1024 / (large - small)
+
+    def report(self, check):
+        small, large = self.batches[0], self.batches[-1]
+        lines = [f"## Model zoo: peak RSS of the training process at {self.image}x{self.image} (issue 14)", "",
+                 f"Full training, AdamW, 1 thread, one step after one warm-up step; getrusage's peak of each training "
+                 f"process (PyTorch's interpreter and libraries included). Slope: (RSS at batch {large} - RSS at batch "
+                 f"{small}) / {large - small}. Targets: RSS at batch {small} <= {self.RSS_TARGET}x PyTorch's, slope <= "
+                 f"{self.SLOPE_TARGET}x PyTorch's.", ""]
+        header = ["model", f"edgetrain b{small}", f"PyTorch b{small}", f"RSS b{small} vs PyTorch",
+                  f"edgetrain b{large}", f"PyTorch b{large}", "slope edgetrain", "slope PyTorch", "slope vs PyTorch",
+                  f"arena b{small}", f"arena b{large}"]
+        rows = []
+        for name, ours, theirs in self.rows:
+            rss = ours[small].rss_kb / theirs[small].rss_kb if ours[small].ok and theirs[small].ok else None
+            ours_slope, theirs_slope = self.slope_mib(ours), self.slope_mib(theirs)
+            slope = ours_slope / theirs_slope if ours_slope is not None and theirs_slope else None
+            vs_rss = check(f"zoo memory {name} RSS b{small} <= {self.RSS_TARGET}x PyTorch", rss, self.RSS_TARGET)
+            vs_slope = check(f"zoo memory {name} slope <= {self.SLOPE_TARGET}x PyTorch", slope, self.SLOPE_TARGET)
+            arena = [f"{r['training_arena_bytes'] / 2**20:.0f} MiB" if r.ok and r["training_arena_bytes"] else "-"
+                     for r in (ours[small], ours[large])]
+            slope_cell = [f"{v:.1f} MiB" if v is not None else "-" for v in (ours_slope, theirs_slope)]
+            rows.append([name, cell_mib(ours[small]), cell_mib(theirs[small]), " ".join(vs_rss).strip(),
+                         cell_mib(ours[large]), cell_mib(theirs[large]), *slope_cell, " ".join(vs_slope).strip(),
+                         *arena])
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+        return lines + [""]
+
+
 def ratio(a, b):
     return a["median_ms"] / b["median_ms"] if a.ok and b.ok and a["median_ms"] and b["median_ms"] else None
 
@@ -294,6 +363,12 @@ def main():
     r.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     r.add_argument("--batch", type=int, default=8)
     r.add_argument("--image", type=int, default=224)
+    mem = sub.add_parser("memory", help="peak RSS at two batch sizes and the per-sample slope, against PyTorch")
+    mem.add_argument("--build", default=os.path.join(ROOT, "build"))
+    mem.add_argument("--models", nargs="*", choices=list(ZOO), default=list(ZOO))
+    mem.add_argument("--batches", nargs=2, type=int, default=[8, 32])
+    mem.add_argument("--image", type=int, default=224)
+    mem.add_argument("--work", help="keep exports and artifacts here (default: a temporary directory)")
     a = p.parse_args(sys.argv[1:] or ["run"])
     if a.cmd == "export":
         cmd_export(a)
@@ -303,6 +378,16 @@ def main():
         cmd_ort_generate(a)
     elif a.cmd == "ort-train":
         cmd_ort_train(a)
+    elif a.cmd == "memory":
+        sys.path.insert(0, HERE)
+        import run as bench_run
+        with tempfile.TemporaryDirectory(prefix="edgetrain-zoo-memory-") as tmp:
+            work = a.work or tmp
+            os.makedirs(work, exist_ok=True)
+            bench = MemoryBench(bench_run.run_child, os.path.abspath(a.build), work, a.models, sorted(a.batches),
+                                a.image, log=bench_run.log)
+            bench.measure()
+            print("\n".join(bench.report(lambda what, value, limit: bench_run.verdict(value, limit))))
     else:
         sys.path.insert(0, HERE)
         import run as bench_run

@@ -100,6 +100,35 @@ TEST(CApiWrapper, TrainsSavesExportsAndRunsTheAgent) {
   EXPECT_EQ(bias_gradient, std::vector<float>(10, static_cast<float>(kBatch)));
 }
 
+TEST(CApiWrapper, MemoryBudgetNamesTheSmallestThatFitsWhichTrainsToTheSameLoss) {
+  Batch batch;
+  et::CheckpointState state = et::CheckpointState::Load(kArtifacts + "/checkpoint");
+  et::TrainingSession free(state, kArtifacts + "/training_model.onnx");
+  EXPECT_EQ(free.GetMemoryPlan().arena_bytes, 0u);
+  const float expected = free.TrainStep(batch.inputs()).ToVector<float>(0).at(0);
+  const uint64_t unconstrained = free.GetMemoryPlan().arena_bytes;
+  EXPECT_GT(unconstrained, 0u);
+
+  et::Error error = ErrorOf([] { et::SessionOptions().memory_budget(0); });
+  EXPECT_EQ(error.code(), ET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(error.what()).find("memory budget must be a positive number of bytes, got 0"),
+            std::string::npos) << error.what();
+  et::TrainingSession tiny(state, kArtifacts + "/training_model.onnx", {}, {}, et::SessionOptions().memory_budget(64));
+  error = ErrorOf([&] { tiny.TrainStep(batch.inputs()); });
+  EXPECT_EQ(error.code(), ET_ERROR_RESOURCE_EXHAUSTED);
+  const std::string message = error.what(), marker = "a budget of at least ";
+  EXPECT_NE(message.find("the memory budget of 64 bytes cannot be met"), std::string::npos) << message;
+  ASSERT_NE(message.find(marker), std::string::npos) << message;
+  const int64_t smallest = std::stoll(message.substr(message.find(marker) + marker.size()));
+  EXPECT_GT(smallest, 64);
+  EXPECT_LE(static_cast<uint64_t>(smallest), unconstrained);
+
+  et::TrainingSession fitted(state, kArtifacts + "/training_model.onnx", {}, {},
+                             et::SessionOptions().memory_budget(smallest));
+  EXPECT_EQ(fitted.TrainStep(batch.inputs()).ToVector<float>(0).at(0), expected);
+  EXPECT_EQ(fitted.GetMemoryPlan().arena_bytes, static_cast<uint64_t>(smallest));
+}
+
 TEST(CApiWrapper, CErrorsBecomeEtErrorsWithTheSameMessage) {
   const std::string missing = kArtifacts + "/no_such_checkpoint";
   et_checkpoint_state* state = nullptr;

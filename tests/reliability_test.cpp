@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -60,6 +61,20 @@ const ArtifactDir& LeNetBn() {
     ArtifactDir a{TempDir("lenet_bn")};
     ArtifactOptions options;
     options.additional_outputs = {"output"};  // an eval output to export
+    GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
+    return a;
+  }();
+  return set;
+}
+
+// LeNet-BN keeping its activations for the backward pass: a training step whose forward values the budget
+// planner can recompute (with the cheap ones recomputed already, its peak is in the backward pass).
+const ArtifactDir& LeNetBnKept() {
+  static ArtifactDir set = [] {
+    ArtifactDir a{TempDir("lenet_bn_kept")};
+    ArtifactOptions options;
+    options.additional_outputs = {"output"};
+    options.recompute_cheap_values = false;
     GenerateArtifacts(kModels + "/lenet_bn.onnx", a.dir.string(), options);
     return a;
   }();
@@ -593,7 +608,7 @@ std::vector<std::vector<float>> LossesAndGradients(TrainingSession& s, int steps
 }  // namespace
 
 TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
-  const ArtifactDir& a = LeNetBn();
+  const ArtifactDir& a = LeNetBnKept();
   TrainingSession free = Open(a);
   const std::vector<std::vector<float>> expected = LossesAndGradients(free, 3);
   const uint64_t unconstrained = free.training_arena_bytes();
@@ -608,6 +623,21 @@ TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
   EXPECT_EQ(Parameters(half), Parameters(free));
 }
 
+TEST(MemoryBudget, CheapValuesRecomputedInTheBackwardPassGiveTheSameBits) {
+  const ArtifactDir& kept = LeNetBnKept();
+  TrainingSession keeping = Open(kept), recomputing = Open(LeNetBn());
+  EXPECT_EQ(LossesAndGradients(recomputing, 2), LossesAndGradients(keeping, 2));
+  EXPECT_EQ(Parameters(recomputing), Parameters(keeping));
+
+  // The copies: BatchNormalization and Relu from the convolutions' outputs, which BatchNormalizationGrad keeps.
+  std::map<std::string, int> copies;
+  for (const Node& node : LoadModel(LeNetBn().training().string()).graph.nodes)
+    if (node.name.ends_with("_recompute")) ++copies[node.op_type];
+  EXPECT_EQ(copies, (std::map<std::string, int>{{"BatchNormalization", 2}, {"Relu", 2}}));
+  for (const Node& node : LoadModel(kept.training().string()).graph.nodes)
+    EXPECT_FALSE(node.name.ends_with("_recompute")) << node.Describe();
+}
+
 TEST(MemoryBudget, ZeroOrNegativeBudgetIsRefusedAtCreation) {
   for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{-4096}})
     EXPECT_ERROR(OpenBudgeted(LeNetBn(), bad), ErrorCode::kInvalidArgument,
@@ -615,7 +645,7 @@ TEST(MemoryBudget, ZeroOrNegativeBudgetIsRefusedAtCreation) {
 }
 
 TEST(MemoryBudget, TooSmallBudgetNamesTheSmallestThatFitsAndThatOneTrains) {
-  const ArtifactDir& a = LeNetBn();
+  const ArtifactDir& a = LeNetBnKept();
   TrainingSession tiny = OpenBudgeted(a, 1024);
   const std::vector<float> before = Parameters(tiny);
   std::string message;
@@ -638,6 +668,97 @@ TEST(MemoryBudget, TooSmallBudgetNamesTheSmallestThatFitsAndThatOneTrains) {
   TrainingSession tight = OpenBudgeted(a, smallest);
   EXPECT_EQ(LossesAndGradients(tight, 1), expected);
   EXPECT_EQ(tight.training_arena_bytes(), static_cast<uint64_t>(smallest));
+}
+
+namespace {
+// One C ABI train step of LeNet-BN on ImageBatch(16, 40): the loss, or the error (caller frees it).
+et_error* CTrainStep(et_training_session* session, float* loss) {
+  const std::vector<Tensor> batch = ImageBatch(16, 40);
+  std::vector<et_tensor_view> views;
+  for (const Tensor& t : batch)
+    views.push_back({t.dtype() == DataType::kFloat32 ? ET_DTYPE_FLOAT32 : ET_DTYPE_INT64, t.shape().data(),
+                     t.shape().size(), t.raw()});
+  et_values* outputs = nullptr;
+  et_error* error = et_training_session_train_step(session, views.data(), views.size(), &outputs);
+  if (error == nullptr) *loss = *static_cast<const float*>(et_values_data(outputs, 0));
+  et_values_free(outputs);
+  return error;
+}
+}  // namespace
+
+TEST(MemoryBudget, CApiBudgetRecomputesToTheSameLossAndNamesTheSmallestThatFits) {
+  const ArtifactDir& a = LeNetBnKept();
+  et_session_options options;
+  et_session_options_init(&options);
+  EXPECT_EQ(options.memory_budget_bytes, 0);
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, INT64_MIN}) {
+    et_error* error = et_session_options_set_memory_budget(&options, bad);
+    EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+    const std::string expected = "et_session_options_set_memory_budget: the memory budget must be a positive number "
+                                 "of bytes, got " + std::to_string(bad);
+    EXPECT_NE(std::string(et_error_get_message(error)).find(expected), std::string::npos) << et_error_get_message(error);
+    et_error_free(error);
+  }
+  EXPECT_EQ(options.memory_budget_bytes, 0);
+
+  et_checkpoint_state* state = nullptr;
+  ASSERT_EQ(et_checkpoint_load(a.checkpoint().c_str(), &state), nullptr);
+  auto create = [&](const et_session_options& o, et_training_session** session) {
+    return et_training_session_create(state, a.training().c_str(), a.eval().c_str(), a.optimizer().c_str(), &o,
+                                      session);
+  };
+  et_training_session* session = nullptr;
+  options.memory_budget_bytes = -4096;  // set directly, past the setter
+  et_error* error = create(options, &session);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(et_error_get_message(error)).find("memory_budget_bytes is -4096"), std::string::npos)
+      << et_error_get_message(error);
+  et_error_free(error);
+  EXPECT_EQ(session, nullptr);
+
+  et_session_options_init(&options);  // no budget: the reference loss and the full arena
+  ASSERT_EQ(create(options, &session), nullptr);
+  float expected_loss = 0, loss = 0;
+  ASSERT_EQ(CTrainStep(session, &expected_loss), nullptr);
+  uint64_t unconstrained = 0, arena = 0;
+  size_t recomputed = 1;
+  ASSERT_EQ(et_training_session_get_memory_plan(session, &unconstrained, &recomputed), nullptr);
+  EXPECT_GT(unconstrained, 0u);
+  EXPECT_EQ(recomputed, 0u);
+  et_training_session_free(session);
+
+  ASSERT_EQ(et_session_options_set_memory_budget(&options, 1024), nullptr);
+  ASSERT_EQ(create(options, &session), nullptr);
+  error = CTrainStep(session, &loss);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_RESOURCE_EXHAUSTED);
+  const std::string message = et_error_get_message(error);
+  et_error_free(error);
+  et_training_session_free(session);
+  EXPECT_NE(message.find("the memory budget of 1024 bytes cannot be met"), std::string::npos) << message;
+  const std::string marker = "a budget of at least ";
+  ASSERT_NE(message.find(marker), std::string::npos) << message;
+  const int64_t smallest = std::stoll(message.substr(message.find(marker) + marker.size()));
+  EXPECT_LT(static_cast<uint64_t>(smallest), unconstrained);
+
+  ASSERT_EQ(et_session_options_set_memory_budget(&options, smallest), nullptr);
+  ASSERT_EQ(create(options, &session), nullptr);
+  ASSERT_EQ(CTrainStep(session, &loss), nullptr);
+  EXPECT_EQ(loss, expected_loss);  // recomputation gives the same bits
+  ASSERT_EQ(et_training_session_get_memory_plan(session, &arena, &recomputed), nullptr);
+  EXPECT_EQ(arena, static_cast<uint64_t>(smallest));
+  EXPECT_GT(recomputed, 0u);
+  error = et_training_session_get_memory_plan(nullptr, &arena, &recomputed);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+  et_error_free(error);
+  et_training_session_free(session);
+
+  et_training_agent* agent = nullptr;
+  error = et_training_agent_create((kModels + "/lenet_bn.onnx").c_str(), nullptr, 0, &options, &agent);
+  EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(et_error_get_message(error)).find("memory_budget_bytes applies to training sessions"),
+            std::string::npos) << et_error_get_message(error);
+  et_error_free(error);
+  et_checkpoint_free(state);
 }
 
 // ---- counts bounded before allocation ----

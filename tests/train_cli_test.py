@@ -47,6 +47,48 @@ def train(art, *extra):
                "--scheduler", "linear", "--total-steps", 96, *extra)
 
 
+def check_memory_budget(tmp, test):
+    """--memory-budget on LeNet-BN: too small names the smallest budget, which then trains to the same bits."""
+    lenet, recomputing = os.path.join(tmp, "lenet"), os.path.join(tmp, "lenet_recomputing")
+    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", recomputing)
+    copies = sorted(n.op_type for n in onnx.load(f"{recomputing}/training_model.onnx").graph.node
+                    if n.name.endswith("_recompute")) if r.returncode == 0 else []
+    expect("generate-artifacts recomputes BatchNormalization and Relu in the backward pass",
+           copies == ["BatchNormalization", "BatchNormalization", "Relu", "Relu"], copies)
+    # Keeping them leaves the budget planner forward values to recompute (LeNet-BN's peak is then at the forward end).
+    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", lenet, "--keep-cheap-values")
+    expect("generate-artifacts --keep-cheap-values keeps them",
+           r.returncode == 0 and not any(n.name.endswith("_recompute")
+                                         for n in onnx.load(f"{lenet}/training_model.onnx").graph.node), r.stderr)
+
+    def train_lenet(name, *extra):
+        return run("train", lenet, "--data", *test, "--limit", 96, "--batch-size", 32, "--seed", 5,
+                   "--checkpoint-out", f"{tmp}/{name}.ckpt", *extra)
+
+    r = train_lenet("free")
+    expect("LeNet-BN trains without a budget and prints no memory plan",
+           r.returncode == 0 and "memory plan" not in r.stdout, r.stdout + r.stderr)
+    r = train_lenet("never", "--memory-budget", "1K")
+    expect_error("a budget below the smallest plan", r, "ResourceExhausted",
+                 "the memory budget of 1024 bytes cannot be met", "a budget of at least ")
+    smallest = int(r.stderr.split("a budget of at least ")[1].split()[0]) if r.returncode == 1 else 0
+    r = train_lenet("smallest", "--memory-budget", smallest)
+    plan = r.stdout.split("memory plan: training arena ")[1].split() if "memory plan" in r.stdout else ["0"] * 5
+    expect("the smallest budget trains, recomputing forward values within it",
+           r.returncode == 0 and int(plan[0]) == smallest and int(plan[4]) > 0, r.stdout + r.stderr)
+    expect("training under the smallest budget ends in the same checkpoint, byte for byte",
+           os.path.exists(f"{tmp}/smallest.ckpt") and filecmp.cmp(f"{tmp}/free.ckpt", f"{tmp}/smallest.ckpt", shallow=False))
+    r = train_lenet("roomy", "--memory-budget", "64M")
+    expect("a budget with a suffix: 64M is 64 MiB, room enough to recompute nothing",
+           r.returncode == 0 and "(budget 67108864), 0 forward values recomputed" in r.stdout, r.stdout + r.stderr)
+    for bad, why in (("0", "is zero"), ("-1", "is negative"), ("12X", "has an unknown unit"),
+                     ("lots", "is not a byte size"), ("0.1", "is less than one byte")):
+        r = train_lenet("never", "--memory-budget", bad)
+        expect_error(f"--memory-budget {bad} is refused", r, "InvalidArgument", f"--memory-budget: '{bad}' {why}")
+    r = run("train", lenet, "--data", *test, "--memory-limit", "1.5G", "--limit", 32, "--batch-size", 32)
+    expect("--memory-limit takes the same suffixes", r.returncode == 0, r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         art = os.path.join(tmp, "art")
@@ -121,6 +163,7 @@ def main():
                      "more than the memory limit of 1000 bytes")
         r = run("train", art, "--data", *test, "--memory-limit", 0)
         expect("--memory-limit 0 is refused", r.returncode != 0 and "--memory-limit" in r.stderr, r.stderr)
+        check_memory_budget(tmp, test)
         r = run("train", f"{tmp}/nowhere", "--data", f"{tmp}/x.npy")
         expect_error("missing artifact directory", r, "IoError", "nowhere")
         with open(f"{tmp}/two.ckpt", "rb") as f:

@@ -65,6 +65,10 @@ void AddArtifactCommands(CLI::App& app) {
       ->delimiter(',');
   gen->add_option("--prefix", o->artifacts.prefix, "prefix of every artifact file name");
   gen->add_flag("--nominal-checkpoint", o->artifacts.nominal_checkpoint, "write names and types only");
+  gen->add_flag_callback(
+      "--keep-cheap-values", [o] { o->artifacts.recompute_cheap_values = false; },
+      "keep activation and normalization outputs for the backward pass instead of recomputing them there "
+      "(more memory, less compute)");
   AddLossOptions(gen, o->artifacts.loss, o->loss_name, o->reduction, o->label_type);
   AddOptimizerOptions(gen, o->artifacts.optimizer, o->optimizer);
   gen->callback([o] {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "core/byte_size.hpp"
 #include "core/npy.hpp"
 #include "core/text.hpp"
 #include "dataset.hpp"
@@ -213,7 +214,7 @@ struct TrainOptions {
   float gamma = 0.1f, min_lr = 0.0f;
   int threads = 1;
   uint64_t seed = 0;
-  uint64_t memory_limit = 0;
+  std::string memory_limit, memory_budget;  // byte sizes as given ("512M"); empty: none
 };
 
 void RegisterScheduler(TrainingSession& session, const TrainOptions& o, int64_t total_steps) {
@@ -232,8 +233,11 @@ void Train(const TrainOptions& o) {
            "' has no ", where.prefix, "eval_model.onnx, which --eval-data needs");
   ET_CHECK(!o.resume.empty() || !files.checkpoint.empty(), ErrorCode::kIoError, "artifact directory '", where.dir,
            "' has no ", where.prefix, "checkpoint");
+  TrainingSessionOptions options{o.threads, o.seed};
+  if (!o.memory_limit.empty()) options.memory_limit_bytes = ParseByteSize(o.memory_limit, "--memory-limit");
+  if (!o.memory_budget.empty()) options.memory_budget_bytes = ParseByteSize(o.memory_budget, "--memory-budget");
   CheckpointState state = CheckpointState::Load(o.resume.empty() ? files.checkpoint : o.resume);
-  TrainingSession session(state, files.training, files.eval, files.optimizer, {o.threads, o.seed, o.memory_limit});
+  TrainingSession session(state, files.training, files.eval, files.optimizer, options);
 
   Dataset train = LoadFor(o.data, session.TrainingInputNames(), "--data");
   if (o.limit > 0) train.KeepFirst(o.limit);
@@ -268,6 +272,10 @@ void Train(const TrainOptions& o) {
       std::vector<Tensor> batch =
           train.Batch(Pointers(infos), std::span<const int64_t>(order.data() + begin, static_cast<size_t>(end - begin)));
       loss_sum += session.TrainStep(batch)[0].ToDoubleVector()[0];
+      if (options.memory_budget_bytes && epoch == first_epoch && step == 0)
+        std::cout << "memory plan: training arena " << session.training_arena_bytes() << " bytes (budget "
+                  << *options.memory_budget_bytes << "), " << session.recomputed_values()
+                  << " forward values recomputed" << std::endl;
       session.OptimizerStep();
       if (o.scheduler != "none") session.SchedulerStep();
       session.LazyResetGrad();
@@ -396,8 +404,11 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--gamma", t->gamma, "step: decay factor");
   train->add_option("--threads", t->threads, "intra-op threads")->check(CLI::Range(1, 256));
   train->add_option("--seed", t->seed, "data order and Dropout seed");
-  train->add_option("--memory-limit", t->memory_limit, "bytes the session may hold; refused beyond (default: none)")
-      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+  train->add_option("--memory-limit", t->memory_limit,
+                    "bytes the session may hold, such as 512M or 2G; refused beyond (default: none)");
+  train->add_option("--memory-budget", t->memory_budget,
+                    "bytes for the training step's intermediate tensors, such as 512M or 2G: forward values are "
+                    "recomputed in the backward pass to fit (default: none)");
   train->add_option("--limit", t->limit, "use only the first N training samples")->check(CLI::NonNegativeNumber);
   train->add_option("--checkpoint-out", t->checkpoint_out, "checkpoint written after each epoch (with optimizer state)");
   train->add_option("--resume", t->resume, "continue from this checkpoint (its epoch count and optimizer state)");

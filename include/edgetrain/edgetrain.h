@@ -144,12 +144,20 @@ typedef struct et_session_options {
    * 0: no limit. A session that needs more fails with ET_ERROR_RESOURCE_EXHAUSTED at creation or before
    * the allocation that would cross it; a negative value is ET_ERROR_INVALID_ARGUMENT at creation. */
   int64_t memory_limit_bytes;
+  /* Bytes of a training step's intermediate tensors (parameters, gradients and optimizer state not
+   * included); 0: no budget. Where the plan needs more, forward values are recomputed in the backward
+   * pass (gradient checkpointing): the same results, more compute. A budget no plan meets fails the
+   * first train step at new input shapes with ET_ERROR_RESOURCE_EXHAUSTED naming the smallest that fits;
+   * a negative value is ET_ERROR_INVALID_ARGUMENT at creation. Training sessions only. */
+  int64_t memory_budget_bytes;
 } et_session_options;
 
-/* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit). */
+/* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit, no budget). */
 void et_session_options_init(et_session_options* options);
 /* Sets options->memory_limit_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
 et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes);
+/* Sets options->memory_budget_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
+et_error* et_session_options_set_memory_budget(et_session_options* options, int64_t bytes);
 
 /* Which graph of a session a name query is about. The last value keeps the type as wide as int, so
  * that an unknown kind is a typed error rather than undefined behaviour. */
@@ -214,6 +222,11 @@ et_error* et_training_session_input_name(const et_training_session* session, et_
 et_error* et_training_session_output_count(const et_training_session* session, et_model_kind model, size_t* out_count);
 et_error* et_training_session_output_name(const et_training_session* session, et_model_kind model, size_t index,
                                           const char** out_name);
+
+/* The training step's planned arena of intermediate tensors in bytes (0 before the first train step) and
+ * how many forward values it recomputes to fit memory_budget_bytes. Either out-parameter may be NULL. */
+et_error* et_training_session_get_memory_plan(const et_training_session* session, uint64_t* out_arena_bytes,
+                                              size_t* out_recomputed_values);
 
 /* Reseeds the random operators: the same seed gives the same Dropout masks. */
 et_error* et_training_session_set_seed(et_training_session* session, uint64_t seed);

@@ -238,6 +238,11 @@ struct SessionOptions {
     Check(et_session_options_set_memory_limit(&options, bytes));
     return *this;
   }
+  // Gradient checkpointing: the training step's intermediate tensors fit `bytes` (et_session_options).
+  SessionOptions& memory_budget(int64_t bytes) {
+    Check(et_session_options_set_memory_budget(&options, bytes));
+    return *this;
+  }
   et_session_options options;
 };
 
@@ -303,6 +308,16 @@ class TrainingSession {
     return detail::Names(
         [&](size_t* count) { return et_training_session_output_count(session_.get(), model, count); },
         [&](size_t i, const char** name) { return et_training_session_output_name(session_.get(), model, i, name); });
+  }
+
+  struct MemoryPlan {
+    uint64_t arena_bytes = 0;  // the training step's planned intermediate tensors (0 before the first step)
+    size_t recomputed_values = 0;
+  };
+  MemoryPlan GetMemoryPlan() const {
+    MemoryPlan plan;
+    Check(et_training_session_get_memory_plan(session_.get(), &plan.arena_bytes, &plan.recomputed_values));
+    return plan;
   }
 
   void SetSeed(uint64_t seed) { Check(et_training_session_set_seed(session_.get(), seed)); }

@@ -19,6 +19,7 @@
 #include "edgetrain/edgetrain.h"
 #include "edgetrain/edgetrain.hpp"
 #include "autodiff/optimizers.hpp"
+#include "core/byte_size.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
 #include "onnx/ort_format.hpp"
@@ -192,15 +193,33 @@ struct ModelArgument {
 
 ModelSource SourceOf(const std::optional<ModelArgument>& model) { return model ? model->Source() : ModelSource(); }
 
+// Module's memory_budget: None, a positive int of bytes, or a size such as "512M" or "2G".
+std::optional<int64_t> MemoryBudget(const py::object& value) {
+  if (value.is_none()) return std::nullopt;
+  if (py::isinstance<py::str>(value)) return ParseByteSize(value.cast<std::string>(), "memory_budget");
+  if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+    const py::int_ bytes = py::reinterpret_borrow<py::int_>(value);
+    const std::string text = py::repr(value).cast<std::string>();
+    ET_CHECK(bytes > py::int_(0), ErrorCode::kInvalidArgument, "memory_budget: must be a positive number of bytes, got ",
+             text);
+    ET_CHECK(bytes <= py::int_(INT64_MAX), ErrorCode::kInvalidArgument, "memory_budget: ", text, " bytes is too large");
+    return bytes.cast<int64_t>();
+  }
+  throw py::type_error("memory_budget: expected None, an int of bytes or a str such as '512M', got " +
+                       py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>());
+}
+
 // ---- the session a Module and its Optimizer share ----
 
 // TrainingSession takes its models at construction, while ORT's Python API creates the Optimizer after the
 // Module: attaching an optimizer model rebuilds the session over the same state.
 class SharedSession {
  public:
-  SharedSession(CheckpointState state, const py::object& training, const py::object& eval, int num_threads)
+  SharedSession(CheckpointState state, const py::object& training, const py::object& eval, int num_threads,
+                const py::object& memory_budget)
       : state_(std::move(state)), training_(*ModelArgument::From(training)), eval_(ModelArgument::From(eval)) {
     options_.num_threads = num_threads;
+    options_.memory_budget_bytes = MemoryBudget(memory_budget);
     Rebuild();
   }
 
@@ -550,8 +569,16 @@ PYBIND11_MODULE(_edgetrain, m) {
       });
 
   py::class_<SharedSession>(m, "TrainingSession")
-      .def(py::init<CheckpointState, py::object, py::object, int>(), py::arg("state"), py::arg("training_model"),
-           py::arg("eval_model") = py::none(), py::arg("num_threads") = 1)
+      .def(py::init<CheckpointState, py::object, py::object, int, py::object>(), py::arg("state"),
+           py::arg("training_model"), py::arg("eval_model") = py::none(), py::arg("num_threads") = 1,
+           py::arg("memory_budget") = py::none())
+      .def("memory_plan",
+           [](SharedSession& s) {
+             py::dict plan;
+             plan["arena_bytes"] = s.session().training_arena_bytes();
+             plan["recomputed_values"] = s.session().recomputed_values();
+             return plan;
+           })
       .def("attach_optimizer", &SharedSession::AttachOptimizer, py::arg("optimizer_model"))
       .def("train_step", [](SharedSession& s, const py::sequence& inputs) { return s.Step(true, inputs); })
       .def("eval_step", [](SharedSession& s, const py::sequence& inputs) { return s.Step(false, inputs); })

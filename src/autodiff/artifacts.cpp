@@ -1,4 +1,5 @@
 #include "autodiff/artifacts.hpp"
+#include "autodiff/recompute.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -249,7 +250,9 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
       request.wrt = out.trainable;
       request.opsets = m.opsets;
       std::vector<std::string> grads;
+      const size_t forward_nodes = g.nodes.size();
       if (!out.trainable.empty()) grads = AppendGradients(g, request);
+      if (options.recompute_cheap_values) RecomputeCheapForwardValues(g, forward_nodes);
       for (size_t i = 0; i < grads.size(); ++i) {
         ValueInfo v = InfoOf(grads[i], forward.graph.initializers.at(out.trainable[i]));
         outputs.push_back(v);

@@ -25,6 +25,9 @@ struct ArtifactOptions {
   // ORT's semantics (its onnxblock): initializers neither requires-grad nor frozen stay graph constants, and
   // a model with no trainable parameter still gets training and eval models (and no optimizer model).
   bool unlisted_are_constants = false;
+  // The training model recomputes, in the backward pass, forward values that activations, elementwise
+  // arithmetic and normalizations make from values it keeps anyway (RecomputeCheapForwardValues).
+  bool recompute_cheap_values = true;
 };
 
 struct ArtifactPaths {

@@ -203,6 +203,15 @@ void et_session_options_init(et_session_options* options) {
   options->num_threads = defaults.num_threads;
   options->seed = defaults.seed;
   options->memory_limit_bytes = 0;
+  options->memory_budget_bytes = 0;
+}
+
+et_error* et_session_options_set_memory_budget(et_session_options* options, int64_t bytes) {
+  return ET_GUARD({
+    ET_CHECK(bytes > 0, ErrorCode::kInvalidArgument, function,
+             ": the memory budget must be a positive number of bytes, got ", bytes);
+    ET_REQUIRE(options)->memory_budget_bytes = bytes;
+  });
 }
 
 et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes) {
@@ -337,6 +346,15 @@ et_error* et_training_session_output_name(const et_training_session* session, et
   return ET_GUARD({
     const et_training_session& handle = *ET_REQUIRE(session);
     *ET_REQUIRE(out_name) = NameAt(handle.strings, ModelNames(handle.session, model, false), index, "output");
+  });
+}
+
+et_error* et_training_session_get_memory_plan(const et_training_session* session, uint64_t* out_arena_bytes,
+                                              size_t* out_recomputed_values) {
+  return ET_GUARD({
+    const edgetrain::TrainingSession& s = ET_REQUIRE(session)->session;
+    if (out_arena_bytes != nullptr) *out_arena_bytes = s.training_arena_bytes();
+    if (out_recomputed_values != nullptr) *out_recomputed_values = s.recomputed_values();
   });
 }
 

@@ -184,6 +184,9 @@ inline edgetrain::TrainingSessionOptions ToTrainingOptions(const et_session_opti
     ET_CHECK(options->memory_limit_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_limit_bytes is ",
              options->memory_limit_bytes, "; it must be positive, or 0 for no limit");
     result.memory_limit_bytes = static_cast<uint64_t>(options->memory_limit_bytes);
+    ET_CHECK(options->memory_budget_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_budget_bytes is ",
+             options->memory_budget_bytes, "; it must be positive, or 0 for no budget");
+    if (options->memory_budget_bytes > 0) result.memory_budget_bytes = options->memory_budget_bytes;
   }
   return result;
 }

@@ -14,6 +14,8 @@ et_error* et_training_agent_create(const char* model_path, const char* const* tr
     std::string path = ET_REQUIRE_STRING(model_path);
     std::vector<std::string> trainable = FromStrings(trainable_names, trainable_count, function, "trainable_names");
     edgetrain::TrainingSessionOptions training_options = ToTrainingOptions(options);
+    ET_CHECK(!training_options.memory_budget_bytes, edgetrain::ErrorCode::kInvalidArgument, function, ": '", path,
+             "': memory_budget_bytes applies to training sessions; a training agent has no budget planner");
     edgetrain::SessionOptions session_options;
     session_options.num_threads = training_options.num_threads;
     session_options.seed = training_options.seed;

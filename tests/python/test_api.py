@@ -274,3 +274,75 @@ def test_edgetrain_errors_are_python_exceptions_with_the_same_message(mlp_artifa
                  "accumulated so far would be lost)", lambda: Optimizer(mlp_artifacts["optimizer_model"], module))
     with pytest.raises(ValueError, match="edgetrain trains on the CPU only"):
         Module(training_model, state, device="cuda")
+
+
+@pytest.fixture(scope="module")
+def lenet_artifacts(tmp_path_factory):
+    """LeNet-BN (convolutions and BatchNormalization)."""
+    model = onnx.load(str(MLP.parent / "lenet_bn.onnx"))
+    initializers = {t.name: t for t in model.graph.initializer}
+    for node in [n for n in model.graph.node if n.op_type == "Identity" and n.input[0] in initializers]:
+        copy = onnx.TensorProto()  # PyTorch's export shares equal BatchNorm statistics through Identity nodes
+        copy.CopyFrom(initializers[node.input[0]])
+        copy.name = node.output[0]
+        model.graph.initializer.append(copy)
+        model.graph.node.remove(node)
+    statistics = ("running_mean", "running_var")
+    names = [t.name for t in model.graph.initializer]
+    return artifacts.generate_artifacts(model, requires_grad=[n for n in names if not n.endswith(statistics)],
+                                        frozen_params=[n for n in names if n.endswith(statistics)],
+                                        loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
+                                        artifact_directory=tmp_path_factory.mktemp("lenet"))
+
+
+def budgeted_losses(paths, steps, memory_budget=None):
+    """Module(..., memory_budget=...) trained `steps` steps: the losses, the parameters and the memory plan."""
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training_model"], state, paths["eval_model"], memory_budget=memory_budget)
+    optimizer = Optimizer(paths["optimizer_model"], module)
+    losses = []
+    for step in range(steps):
+        losses.append(float(module(IMAGES, LABELS)))
+        optimizer.step()
+        module.lazy_reset_grad()
+    return losses, module.get_contiguous_parameters().numpy(), module.memory_plan()
+
+
+def test_memory_budget_recomputes_to_the_same_losses_and_names_the_smallest_that_fits(lenet_artifacts):
+    expected_losses, expected_parameters, free_plan = budgeted_losses(lenet_artifacts, 2)
+    assert free_plan["arena_bytes"] > 0 and free_plan["recomputed_values"] == 0
+
+    state = CheckpointState.load_checkpoint(lenet_artifacts["checkpoint"])
+    tiny = Module(lenet_artifacts["training_model"], state, memory_budget="1K")
+    with pytest.raises(edgetrain.ResourceExhausted, match="the memory budget of 1024 bytes cannot be met") as raised:
+        tiny(IMAGES, LABELS)
+    smallest = int(str(raised.value).split("a budget of at least ")[1].split()[0])
+    assert 1024 < smallest <= free_plan["arena_bytes"]
+
+    losses, parameters, plan = budgeted_losses(lenet_artifacts, 2, memory_budget=smallest)
+    assert losses == expected_losses  # recomputation, where the plan needs it, gives the same bits
+    np.testing.assert_array_equal(parameters, expected_parameters)
+    assert plan["arena_bytes"] == smallest
+    # A size with a suffix: 64 MiB leaves room to keep everything.
+    losses, _, plan = budgeted_losses(lenet_artifacts, 1, memory_budget="64M")
+    assert losses == expected_losses[:1] and plan == free_plan
+
+
+def test_memory_budget_rejects_what_is_not_a_positive_size(lenet_artifacts):
+    state = CheckpointState.load_checkpoint(lenet_artifacts["checkpoint"])
+    model = lenet_artifacts["training_model"]
+    for bad, message in [(0, "memory_budget: must be a positive number of bytes, got 0"),
+                         (-5, "memory_budget: must be a positive number of bytes, got -5"),
+                         (2**63, f"memory_budget: {2**63} bytes is too large"),
+                         ("0", "memory_budget: '0' is zero"),
+                         ("-1G", "memory_budget: '-1G' is negative"),
+                         ("12X", "memory_budget: '12X' has an unknown unit"),
+                         ("lots", "memory_budget: 'lots' is not a byte size")]:
+        with pytest.raises(edgetrain.InvalidArgument) as raised:
+            Module(model, state, memory_budget=bad)
+        assert str(raised.value).startswith(message), (bad, str(raised.value))
+    for bad in (1.5e9, True, [1]):
+        with pytest.raises(TypeError, match="memory_budget: expected None, an int of bytes or a str"):
+            Module(model, state, memory_budget=bad)
+    with pytest.raises(TypeError):  # keyword only: ORT's positional signature stays as it is
+        Module(model, state, None, "cpu", None, 1 << 30)

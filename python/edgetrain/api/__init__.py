@@ -192,11 +192,16 @@ class Module:
         eval_model_uri: the eval model (a path, or bytes), needed for eval steps and export.
         device: "cpu" (edgetrain trains on the CPU).
         session_options: its ``intra_op_num_threads`` (0: every CPU core) sets the thread count.
+        memory_budget: (edgetrain's addition, keyword only) bytes for a train step's intermediate tensors, an
+            int or a str such as "512M" or "2G" (K, M, G, T: powers of 1024). Forward values are recomputed in
+            the backward pass to fit (gradient checkpointing), with the same results; a train step raises
+            ``edgetrain.ResourceExhausted`` naming the smallest budget that fits when none does.
     """
 
     training: bool
 
-    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", session_options=None):
+    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", session_options=None, *,
+                 memory_budget=None):
         if device.split(":")[0] != "cpu":
             raise ValueError(f"device '{device}': edgetrain trains on the CPU only")
         num_threads = getattr(session_options, "intra_op_num_threads", 0) or os.cpu_count() or 1
@@ -204,7 +209,7 @@ class Module:
         self._state = state
         eval_model = None if eval_model_uri is None else _model_argument(eval_model_uri)
         self._session = _edgetrain.TrainingSession(state._state, _model_argument(train_model_uri), eval_model,
-                                                   num_threads)
+                                                   num_threads, memory_budget)
         state._session = self._session
 
     def __call__(self, *user_inputs):
@@ -247,6 +252,11 @@ class Module:
 
     def output_names(self):
         return self._session.output_names(self.training)
+
+    def memory_plan(self):
+        """(edgetrain's addition) The train step's planned intermediate tensors: ``{"arena_bytes": ...,
+        "recomputed_values": ...}`` (0 bytes before the first train step)."""
+        return self._session.memory_plan()
 
 
 class Optimizer:
