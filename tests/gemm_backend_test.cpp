@@ -4,22 +4,10 @@
 // a bias that is not a row, a batch of fewer than 8 rows).
 #include <gtest/gtest.h>
 
-#include "core/kernel_backend.hpp"
-#include "ort_op_test_util.hpp"
+#include "backend_check.hpp"
 
 namespace edgetrain::testing {
 namespace {
-
-Tensor ToFloat32(const Tensor& t) {
-  const std::vector<double> values = t.ToDoubleVector();
-  return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), t.shape());
-}
-
-struct ProductRow {
-  std::string name;
-  OneNode node;  // float64 inputs
-};
-void PrintTo(const ProductRow& row, std::ostream* os) { *os << row.name; }
 
 OneNode Gemm(Shape a, Shape b, Shape c, AttributeMap attributes) {
   std::vector<Tensor> inputs = {RandomTensor(a, 1), RandomTensor(b, 2)};
@@ -29,23 +17,15 @@ OneNode Gemm(Shape a, Shape b, Shape c, AttributeMap attributes) {
 
 OneNode MatMul(Shape a, Shape b) { return OnnxNode("MatMul", {RandomTensor(a, 4), RandomTensor(b, 5)}, {}); }
 
-class ProductBackends : public ::testing::TestWithParam<ProductRow> {
+class ProductBackends : public ::testing::TestWithParam<OpCase> {
  protected:
   void TearDown() override { SetKernelBackend(DnnlAvailable() ? KernelBackend::kDnnl : KernelBackend::kReference); }
 };
 
 TEST_P(ProductBackends, Float32MatchesFloat64OnEachBackend) {
-  const OneNode& node = GetParam().node;
-  SetKernelBackend(KernelBackend::kReference);
-  const Tensor expected = RunOneNodeValues(node)[0].tensor;
-  OneNode float32 = node;
-  for (NodeInput& input : float32.inputs) input.tensor = ToFloat32(input.tensor);
   for (KernelBackend backend : {KernelBackend::kReference, KernelBackend::kDnnl}) {
     if (backend == KernelBackend::kDnnl && !DnnlAvailable()) continue;
-    SetKernelBackend(backend);
-    const Tensor actual = RunOneNodeValues(float32)[0].tensor;
-    ExpectValuesNear(actual, expected.shape(), expected.ToDoubleVector(), 1e-4,
-                     backend == KernelBackend::kDnnl ? "oneDNN" : "reference");
+    CheckBackends(GetParam(), backend, backend == KernelBackend::kDnnl ? "oneDNN" : "reference");
   }
 }
 
@@ -65,23 +45,34 @@ TEST(KernelBackend, AskingForOneDnnWithoutItIsAnError) {
   EXPECT_FALSE(UseDnnl());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, ProductBackends,
-    ::testing::Values(
-        ProductRow{"LinearWithBiasRow", Gemm({64, 33}, {17, 33}, {17}, {{"transB", Attribute::Int(1)}})},
-        ProductRow{"LinearBTransposedNoBias", Gemm({16, 40}, {40, 9}, {}, {})},
-        ProductRow{"LinearBiasAsOneRow", Gemm({12, 7}, {7, 5}, {1, 5}, {})},
-        ProductRow{"FullBiasFallsBack", Gemm({12, 7}, {7, 5}, {12, 5}, {})},
-        ProductRow{"ScalarBiasFallsBack", Gemm({12, 7}, {7, 5}, {1}, {})},
-        ProductRow{"ATransposedFallsBack", Gemm({7, 12}, {7, 5}, {5}, {{"transA", Attribute::Int(1)}})},
-        ProductRow{"AlphaBetaFallBack",
-                   Gemm({12, 7}, {7, 5}, {5}, {{"alpha", Attribute::Float(2.0f)}, {"beta", Attribute::Float(0.5f)}})},
-        ProductRow{"FewRowsFallBack", Gemm({4, 30}, {30, 6}, {6}, {})},
-        ProductRow{"MatMulBatched", MatMul({3, 8, 16}, {3, 16, 5})},
-        ProductRow{"MatMulBroadcastBatch", MatMul({2, 3, 8, 16}, {3, 16, 5})},
-        ProductRow{"MatMulBroadcastOnes", MatMul({2, 1, 8, 16}, {1, 4, 16, 5})},
-        ProductRow{"MatMulOneMatrixB", MatMul({4, 8, 16}, {16, 5})}),
-    [](const ::testing::TestParamInfo<ProductRow>& info) { return info.param.name; });
+OpCase Product(std::string name, OneNode node) {
+  return BackendCase(std::move(name), std::move(node), BackendCheck::kFloat32VsFloat64Absolute, 1e-4);
+}
+
+}  // namespace
+
+std::vector<OpCase> ProductBackendCases() {
+  return {
+      Product("LinearWithBiasRow", Gemm({64, 33}, {17, 33}, {17}, {{"transB", Attribute::Int(1)}})),
+      Product("LinearBTransposedNoBias", Gemm({16, 40}, {40, 9}, {}, {})),
+      Product("LinearBiasAsOneRow", Gemm({12, 7}, {7, 5}, {1, 5}, {})),
+      Product("FullBiasFallsBack", Gemm({12, 7}, {7, 5}, {12, 5}, {})),
+      Product("ScalarBiasFallsBack", Gemm({12, 7}, {7, 5}, {1}, {})),
+      Product("ATransposedFallsBack", Gemm({7, 12}, {7, 5}, {5}, {{"transA", Attribute::Int(1)}})),
+      Product("AlphaBetaFallBack",
+              Gemm({12, 7}, {7, 5}, {5}, {{"alpha", Attribute::Float(2.0f)}, {"beta", Attribute::Float(0.5f)}})),
+      Product("FewRowsFallBack", Gemm({4, 30}, {30, 6}, {6}, {})),
+      Product("MatMulBatched", MatMul({3, 8, 16}, {3, 16, 5})),
+      Product("MatMulBroadcastBatch", MatMul({2, 3, 8, 16}, {3, 16, 5})),
+      Product("MatMulBroadcastOnes", MatMul({2, 1, 8, 16}, {1, 4, 16, 5})),
+      Product("MatMulOneMatrixB", MatMul({4, 8, 16}, {16, 5})),
+  };
+}
+
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(Rows, ProductBackends, ::testing::ValuesIn(RowsWith({ProductBackendCases}, HasBackendCheck)),
+                         RowName());
 
 // A linear layer Y = X W^T + b whose W is an initializer (a constant the oneDNN path packs once per
 // node) or, with `overridable`, also a graph input a feed may replace on any run.
@@ -90,8 +81,8 @@ Model LinearModel(bool overridable) {
   m.source = "linear";
   m.opsets = {{"", 17}};
   m.graph.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 24}));
-  m.graph.initializers["w"] = ToFloat32(RandomTensor({40, 24}, 6));
-  m.graph.initializers["b"] = ToFloat32(RandomTensor({40}, 7));
+  m.graph.initializers["w"] = Float32Of(RandomTensor({40, 24}, 6));
+  m.graph.initializers["b"] = Float32Of(RandomTensor({40}, 7));
   if (overridable) m.graph.inputs.push_back(ValueInfoOf("w", DataType::kFloat32, {40, 24}));
   Node gemm;
   gemm.name = "linear";
@@ -124,7 +115,7 @@ TEST_F(ConstantWeights, PackedOnceAndKeptAcrossBatchSizes) {
   const Model model = LinearModel(false);
   Session session(model);
   for (int64_t batch : {16, 9, 16}) {  // a new batch size makes a new primitive on the packed weights
-    const std::map<std::string, Tensor> feeds = {{"x", ToFloat32(RandomTensor({batch, 24}, 8 + batch))}};
+    const std::map<std::string, Tensor> feeds = {{"x", Float32Of(RandomTensor({batch, 24}, 8 + batch))}};
     const Tensor expected = ReferenceRun(model, feeds);
     for (int run = 0; run < 2; ++run)
       ExpectTensorNear(session.Run(feeds)[0], expected, 1e-5, "batch " + std::to_string(batch));
@@ -135,8 +126,8 @@ TEST_F(ConstantWeights, WeightsAFeedReplacesAreNotKept) {
   const Model model = LinearModel(true);
   Session session(model);
   for (uint64_t seed : {10, 11}) {
-    const std::map<std::string, Tensor> feeds = {{"x", ToFloat32(RandomTensor({16, 24}, 9))},
-                                                 {"w", ToFloat32(RandomTensor({40, 24}, seed))}};
+    const std::map<std::string, Tensor> feeds = {{"x", Float32Of(RandomTensor({16, 24}, 9))},
+                                                 {"w", Float32Of(RandomTensor({40, 24}, seed))}};
     ExpectTensorNear(session.Run(feeds)[0], ReferenceRun(model, feeds), 1e-5, "seed " + std::to_string(seed));
   }
 }

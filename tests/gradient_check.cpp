@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "autodiff/autodiff.hpp"
 #include "onnx/exporter.hpp"
@@ -17,31 +18,33 @@ namespace {
 
 std::string InputName(size_t i) { return std::string("x").append(std::to_string(i)); }
 
-// The one-node forward model; its constant inputs are initializers.
-Model ForwardModel(const GradCase& row) {
+// The one-node forward model; its fixed inputs are initializers.
+Model ForwardModel(const OpCase& row) {
+  const OneNode& spec = row.node;
   Model m;
   m.source = row.name;
-  m.opsets[""] = row.opset;
-  if (!row.domain.empty()) m.opsets[row.domain] = 1;
+  m.opsets[""] = spec.opset;
+  if (!spec.domain.empty()) m.opsets[spec.domain] = 1;
   Node node;
   node.name = "op";
-  node.op_type = row.op;
-  node.domain = row.domain;
-  node.attributes = row.attributes;
-  for (size_t i = 0; i < row.inputs.size(); ++i) {
-    const GradInput& in = row.inputs[i];
-    if (in.omitted) {
+  node.op_type = spec.op;
+  node.domain = spec.domain;
+  node.attributes = spec.attributes;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const CaseInput& in = spec.inputs[i];
+    if (!in.present()) {
       node.inputs.push_back("");
       continue;
     }
+    EXPECT_FALSE(in.is_sequence) << row.name << ": the gradient check takes no sequence input";
     node.inputs.push_back(InputName(i));
-    if (in.constant.defined()) {
-      m.graph.initializers[InputName(i)] = in.constant;
-    } else {
+    if (in.random) {
       m.graph.inputs.push_back(ValueInfoOf(InputName(i), DataType::kFloat64, in.shape));
+    } else {
+      m.graph.initializers[InputName(i)] = in.tensor;
     }
   }
-  for (int k = 0; k < row.num_outputs; ++k) {
+  for (size_t k = 0; k < spec.outputs.size(); ++k) {
     node.outputs.push_back(std::string("y").append(std::to_string(k)));
     ValueInfo v;
     v.name = node.outputs.back();
@@ -66,13 +69,14 @@ Model Reimport(const Model& m, bool inline_fused) {
   return LoadModelFromBuffer(bytes.data(), bytes.size(), m.source, ".", options);
 }
 
-void CheckGradient(const GradCase& row) {
+namespace {
+
+// The row's random inputs drawn (seeded by its name) and the differentiable ones among them.
+void DrawFeeds(const OpCase& row, std::map<std::string, Tensor>& feeds, std::vector<std::string>& wrt) {
   std::mt19937_64 rng(std::hash<std::string>{}(row.name));
-  std::map<std::string, Tensor> feeds;
-  std::vector<std::string> wrt;
-  for (size_t i = 0; i < row.inputs.size(); ++i) {
-    const GradInput& in = row.inputs[i];
-    if (in.omitted || in.constant.defined()) continue;
+  for (size_t i = 0; i < row.node.inputs.size(); ++i) {
+    const CaseInput& in = row.node.inputs[i];
+    if (!in.random) continue;
     std::uniform_real_distribution<double> dist(in.low, in.high);
     std::vector<double> values(static_cast<size_t>(NumElements(in.shape)));
     for (double& v : values) v = dist(rng);
@@ -80,11 +84,16 @@ void CheckGradient(const GradCase& row) {
     feeds[InputName(i)] = Tensor::FromVector<double>(values, in.shape);
     if (in.differentiable) wrt.push_back(InputName(i));
   }
-  CheckGraphGradient(ForwardModel(row), std::move(feeds), std::move(wrt), row.tolerance);
 }
 
-void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std::vector<std::string> wrt,
-                        double tolerance) {
+// The forward model with the loss sum_k(sum(y_k * w_k)), its training graph after a round trip through ONNX,
+// and the same with fused ops inlined.
+struct GradientModels {
+  Model with_loss, training, portable;
+};
+
+void BuildGradientModels(const Model& forward, const std::map<std::string, Tensor>& feeds,
+                         const std::vector<std::string>& wrt, GradientModels& models) {
   const std::string& label = forward.source;
   std::mt19937_64 rng(std::hash<std::string>{}(label + "/loss weights"));
 
@@ -111,9 +120,9 @@ void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std:
   ValueInfo loss_info;
   loss_info.name = "loss";
   g.outputs = {loss_info};
-  with_loss = Reimport(with_loss);
+  models.with_loss = Reimport(with_loss);
 
-  Model training = with_loss;
+  Model training = models.with_loss;
   GradientRequest request;
   request.loss = "loss";
   request.opsets = training.opsets;
@@ -124,8 +133,42 @@ void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std:
     v.name = name;
     training.graph.outputs.push_back(v);
   }
-  Model portable = Reimport(training, /*inline_fused=*/true);
-  training = Reimport(training);  // the training graph must survive a round trip through ONNX
+  models.portable = Reimport(training, /*inline_fused=*/true);
+  models.training = Reimport(training);  // the training graph must survive a round trip through ONNX
+}
+
+}  // namespace
+
+void CheckGradient(const OpCase& row) {
+  ASSERT_TRUE(row.gradient) << row.name << ": not a gradient row";
+  std::map<std::string, Tensor> feeds;
+  std::vector<std::string> wrt;
+  DrawFeeds(row, feeds, wrt);
+  CheckGraphGradient(ForwardModel(row), std::move(feeds), std::move(wrt), row.gradient_tolerance);
+}
+
+std::set<std::string> GradientGraphOps(const OpCase& row) {
+  std::map<std::string, Tensor> feeds;
+  std::vector<std::string> wrt;
+  DrawFeeds(row, feeds, wrt);
+  GradientModels models;
+  BuildGradientModels(ForwardModel(row), feeds, wrt, models);
+  std::set<std::string> ops;
+  for (const Model* model : {&models.training, &models.portable})
+    for (const Node& node : model->graph.nodes)
+      ops.insert(node.domain.empty() ? node.op_type : node.domain + ":" + node.op_type);
+  return ops;
+}
+
+void CheckGraphGradient(Model forward, std::map<std::string, Tensor> feeds, std::vector<std::string> wrt,
+                        double tolerance) {
+  const std::string& label = forward.source;
+  GradientModels models;
+  BuildGradientModels(forward, feeds, wrt, models);
+  if (::testing::Test::HasFatalFailure()) return;
+  const Model& with_loss = models.with_loss;
+  const Model& training = models.training;
+  const Model& portable = models.portable;
   Session train_session(training);
   std::vector<Tensor> results = train_session.Run(feeds);
   // Fused kernels and their function bodies in standard ops must agree.

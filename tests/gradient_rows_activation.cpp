@@ -18,7 +18,7 @@ std::function<void(size_t, std::vector<double>&)> AwayFrom(std::vector<double> k
 
 }  // namespace
 
-std::vector<GradCase> ActivationGradCases() {
+std::vector<OpCase> ActivationGradCases() {
   const auto away_from_zero = AwayFrom({0.0});
   return {
       {"Relu", "Relu", {In({3, 4})}, {}, 1, "", 1e-5, away_from_zero},

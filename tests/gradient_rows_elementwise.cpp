@@ -13,7 +13,7 @@ Tensor Mask(const std::vector<bool>& values, Shape shape) { return Tensor::FromV
 
 }  // namespace
 
-std::vector<GradCase> ElementwiseGradCases() {
+std::vector<OpCase> ElementwiseGradCases() {
   auto away_from_zero = [](size_t, std::vector<double>& v) {
     for (double& x : v) x = x < 0 ? x - 0.5 : x + 0.5;
   };

@@ -23,15 +23,15 @@ void Distinct(size_t, std::vector<double>& values) {
   for (size_t rank = 0; rank < order.size(); ++rank) values[order[rank]] = -1.0 + 2.0 * static_cast<double>(rank) / n;
 }
 
-GradCase MaxPoolRow(std::string name, Shape x, AttributeMap attrs, int outputs = 1) {
-  GradCase row{std::move(name), "MaxPool", {In(std::move(x))}, std::move(attrs), outputs};
+OpCase MaxPoolRow(std::string name, Shape x, AttributeMap attrs, int outputs = 1) {
+  OpCase row{std::move(name), "MaxPool", {In(std::move(x))}, std::move(attrs), outputs};
   row.transform = Distinct;
   return row;
 }
 
 }  // namespace
 
-std::vector<GradCase> MatMulConvGradCases() {
+std::vector<OpCase> MatMulConvGradCases() {
   return {
       // MatMul
       {"MatMul_2d", "MatMul", {In({3, 4}), In({4, 5})}},

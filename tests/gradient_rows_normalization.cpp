@@ -10,16 +10,16 @@ namespace {
 Attribute I(int64_t v) { return Attribute::Int(v); }
 Attribute F(float v) { return Attribute::Float(v); }
 
-GradInput Scalar(double value) { return Const(Tensor::Scalar<double>(value)); }
-GradInput Flag(bool value) { return Const(Tensor::Scalar<bool>(value)); }
+CaseInput Scalar(double value) { return Const(Tensor::Scalar<double>(value)); }
+CaseInput Flag(bool value) { return Const(Tensor::Scalar<bool>(value)); }
 
 // Scale near 1 and variance away from 0.
-GradInput ScaleIn(Shape shape) { return In(std::move(shape), 0.5, 1.5); }
-GradInput VarIn(Shape shape) { return In(std::move(shape), 0.5, 1.5); }
+CaseInput ScaleIn(Shape shape) { return In(std::move(shape), 0.5, 1.5); }
+CaseInput VarIn(Shape shape) { return In(std::move(shape), 0.5, 1.5); }
 
 // BatchNormalization(X, scale, B, mean, var) in training mode. ONNX shape inference wants all three
 // outputs; momentum 1 keeps the running statistics (which get no gradient) independent of X.
-GradCase BatchNormTraining(std::string name, Shape x) {
+OpCase BatchNormTraining(std::string name, Shape x) {
   const int64_t c = x[1];
   std::vector<double> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c));
   for (int64_t i = 0; i < c; ++i) {
@@ -36,7 +36,7 @@ GradCase BatchNormTraining(std::string name, Shape x) {
 
 }  // namespace
 
-std::vector<GradCase> NormalizationGradCases() {
+std::vector<OpCase> NormalizationGradCases() {
   return {
       BatchNormTraining("BatchNormTraining2d", {3, 2, 3, 2}),
       BatchNormTraining("BatchNormTraining1d", {4, 3, 5}),

@@ -17,7 +17,7 @@ Attribute Names(std::vector<std::string> names) {
   a.strings = std::move(names);
   return a;
 }
-GradInput Lengths(std::vector<int32_t> values) {
+CaseInput Lengths(std::vector<int32_t> values) {
   return Const(Tensor::FromVector<int32_t>(values, {static_cast<int64_t>(values.size())}));
 }
 
@@ -32,10 +32,10 @@ struct Sizes {
   Shape P() const { return {dirs, 6}; }
 };
 
-GradCase Row(std::string name, const std::string& op, Sizes z, bool bias, bool lengths, bool states,
-             AttributeMap attrs = {}) {
+OpCase Row(std::string name, const std::string& op, Sizes z, bool bias, bool lengths, bool states,
+           AttributeMap attrs = {}) {
   const int outputs = op == "LSTM" ? 3 : 2;
-  std::vector<GradInput> in = {In(z.X()), In(z.W()), In(z.R())};
+  std::vector<CaseInput> in = {In(z.X()), In(z.W()), In(z.R())};
   in.push_back(bias ? In(z.B()) : Omitted());
   in.push_back(lengths ? Lengths({3, 2}) : Omitted());
   in.push_back(states ? In(z.State()) : Omitted());
@@ -43,11 +43,11 @@ GradCase Row(std::string name, const std::string& op, Sizes z, bool bias, bool l
     in.push_back(states ? In(z.State()) : Omitted());
     in.push_back(states ? In(z.P()) : Omitted());
   }
-  while (!in.empty() && in.back().omitted) in.pop_back();
+  while (!in.empty() && !in.back().present()) in.pop_back();
   if (z.layout) attrs["layout"] = I(1);
   if (z.dirs == 2) attrs["direction"] = S("bidirectional");
   attrs["hidden_size"] = I(2);
-  return GradCase{std::move(name), op, std::move(in), std::move(attrs), outputs};
+  return OpCase{std::move(name), op, std::move(in), std::move(attrs), outputs};
 }
 
 Sizes Of(int64_t gates, int64_t dirs = 1, int64_t layout = 0) {
@@ -60,7 +60,7 @@ Sizes Of(int64_t gates, int64_t dirs = 1, int64_t layout = 0) {
 
 }  // namespace
 
-std::vector<GradCase> RecurrentGradCases() {
+std::vector<OpCase> RecurrentGradCases() {
   return {
       Row("RNN_defaults", "RNN", Of(1), false, false, false),
       Row("RNN_bias_initial_h_lengths", "RNN", Of(1), true, true, true),

@@ -12,13 +12,13 @@ Attribute I(int64_t v) { return Attribute::Int(v); }
 Attribute Is(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
 Attribute S(const char* v) { return Attribute::String(v); }
 
-GradInput Labels64(std::vector<int64_t> values, Shape shape) {
+CaseInput Labels64(std::vector<int64_t> values, Shape shape) {
   return Const(Tensor::FromVector<int64_t>(values, std::move(shape)));
 }
-GradInput Labels32(std::vector<int32_t> values, Shape shape) {
+CaseInput Labels32(std::vector<int32_t> values, Shape shape) {
   return Const(Tensor::FromVector<int32_t>(values, std::move(shape)));
 }
-GradInput ClassWeights(std::vector<double> values) {
+CaseInput ClassWeights(std::vector<double> values) {
   const int64_t n = static_cast<int64_t>(values.size());
   return Const(Tensor::FromVector<double>(values, {n}));
 }
@@ -41,8 +41,8 @@ void Distinct(std::vector<double>& values) {
 
 }  // namespace
 
-std::vector<GradCase> ReductionGradCases() {
-  std::vector<GradCase> rows = {
+std::vector<OpCase> ReductionGradCases() {
+  std::vector<OpCase> rows = {
       // ReduceSum: axes as input 1 (opset 13+).
       {"ReduceSumAxis1KeepDims", "ReduceSum", {In({2, 3, 4}), Ints({1})}},
       {"ReduceSumAxesNoKeepDims", "ReduceSum", {In({2, 3, 4}), Ints({0, -1})}, {{"keepdims", I(0)}}},

@@ -59,12 +59,12 @@ Attribute TwoInputBody() {
 
 }  // namespace
 
-std::vector<GradCase> ScanGradCases() {
+std::vector<OpCase> ScanGradCases() {
   return {
-      GradCase{"Scan_two_states", "Scan", {In({2}), In({2}), In({3, 2})}, {{"body", TwoStateBody()},
+      OpCase{"Scan_two_states", "Scan", {In({2}), In({2}), In({3, 2})}, {{"body", TwoStateBody()},
                                                                           {"num_scan_inputs", Attribute::Int(1)}},
                3},
-      GradCase{"Scan_reverse_axis1", "Scan", {In({2}), In({2}), In({2, 3})},
+      OpCase{"Scan_reverse_axis1", "Scan", {In({2}), In({2}), In({2, 3})},
                {{"body", TwoStateBody()},
                 {"num_scan_inputs", Attribute::Int(1)},
                 {"scan_input_axes", AttrInts({1})},
@@ -72,7 +72,7 @@ std::vector<GradCase> ScanGradCases() {
                 {"scan_output_axes", AttrInts({1})},
                 {"scan_output_directions", AttrInts({1})}},
                3},
-      AtOpset(9, GradCase{"Scan9_two_inputs_mixed_axes", "Scan", {In({2}), In({4, 2}), In({2, 4})},
+      AtOpset(9, OpCase{"Scan9_two_inputs_mixed_axes", "Scan", {In({2}), In({4, 2}), In({2, 4})},
                           {{"body", TwoInputBody()},
                            {"num_scan_inputs", Attribute::Int(2)},
                            {"scan_input_axes", AttrInts({0, -1})},

@@ -7,14 +7,14 @@ namespace edgetrain::testing {
 
 namespace {
 
-GradInput Indices(std::vector<int64_t> values, Shape shape) {
+CaseInput Indices(std::vector<int64_t> values, Shape shape) {
   return Const(Tensor::FromVector<int64_t>(values, std::move(shape)));
 }
-GradInput Floats(std::vector<float> values) {
+CaseInput Floats(std::vector<float> values) {
   const int64_t n = static_cast<int64_t>(values.size());
   return Const(Tensor::FromVector<float>(values, {n}));
 }
-GradInput ScalarInt(int64_t value) { return Const(Tensor::Scalar<int64_t>(value)); }
+CaseInput ScalarInt(int64_t value) { return Const(Tensor::Scalar<int64_t>(value)); }
 Attribute Str(const char* s) { return Attribute::String(s); }
 Attribute Int(int64_t v) { return Attribute::Int(v); }
 
@@ -22,7 +22,7 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 }  // namespace
 
-std::vector<GradCase> ShapeGradCases() {
+std::vector<OpCase> ShapeGradCases() {
   return {
       // Reshape family.
       {"Reshape_infer", "Reshape", {In({2, 3, 4}), Ints({4, -1})}},

@@ -18,27 +18,27 @@ namespace edgetrain::testing {
 namespace {
 
 Attribute I(int64_t v) { return Attribute::Int(v); }
-GradInput Scalar(int64_t v) { return Const(Tensor::Scalar<int64_t>(v)); }
+CaseInput Scalar(int64_t v) { return Const(Tensor::Scalar<int64_t>(v)); }
 
-GradCase Dft(std::string name, Shape x, AttributeMap attrs, std::vector<GradInput> extra = {}, int64_t opset = 17) {
-  std::vector<GradInput> in = {In(std::move(x))};
+OpCase Dft(std::string name, Shape x, AttributeMap attrs, std::vector<CaseInput> extra = {}, int64_t opset = 17) {
+  std::vector<CaseInput> in = {In(std::move(x))};
   for (auto& e : extra) in.push_back(std::move(e));
-  GradCase row{std::move(name), "DFT", std::move(in), std::move(attrs)};
-  row.opset = opset;
+  OpCase row{std::move(name), "DFT", std::move(in), std::move(attrs)};
+  row.node.opset = opset;
   return row;
 }
 
-GradCase Stft(std::string name, Shape signal, int64_t step, std::optional<int64_t> window, std::optional<int64_t> frame,
-              AttributeMap attrs = {}) {
-  std::vector<GradInput> in = {In(std::move(signal)), Scalar(step)};
+OpCase Stft(std::string name, Shape signal, int64_t step, std::optional<int64_t> window, std::optional<int64_t> frame,
+            AttributeMap attrs = {}) {
+  std::vector<CaseInput> in = {In(std::move(signal)), Scalar(step)};
   in.push_back(window ? In({*window}) : Omitted());
   if (frame) in.push_back(Scalar(*frame));
-  return GradCase{std::move(name), "STFT", std::move(in), std::move(attrs)};
+  return OpCase{std::move(name), "STFT", std::move(in), std::move(attrs)};
 }
 
 }  // namespace
 
-std::vector<GradCase> SpectralGradCases() {
+std::vector<OpCase> SpectralGradCases() {
   return {
       Dft("DFT_real", {2, 6, 1}, {}),
       Dft("DFT_complex", {2, 5, 2}, {}),
@@ -60,7 +60,7 @@ std::vector<GradCase> SpectralGradCases() {
       Stft("STFT_real_no_window", {2, 12, 1}, 2, std::nullopt, 5),
       Stft("STFT_complex_window_twosided", {2, 11, 2}, 3, 5, std::nullopt, {{"onesided", I(0)}}),
       Stft("STFT_real_window_twosided_odd", {1, 10, 1}, 5, 5, std::nullopt, {{"onesided", I(0)}}),
-      GradCase{"MelWeightMatrix_edges_piecewise_constant", "MelWeightMatrix",
+      OpCase{"MelWeightMatrix_edges_piecewise_constant", "MelWeightMatrix",
                {Const(Tensor::Scalar<int64_t>(6)), Const(Tensor::Scalar<int64_t>(32)),
                 Const(Tensor::Scalar<int64_t>(4096)), In({}, 10, 90), In({}, 1500, 1900)},
                {{"output_datatype", I(11)}}},

@@ -11,13 +11,13 @@ Attribute I(int64_t v) { return Attribute::Int(v); }
 
 }  // namespace
 
-std::vector<GradCase> VisionLinalgGradCases() {
-  std::vector<GradCase> rows;
+std::vector<OpCase> VisionLinalgGradCases() {
+  std::vector<OpCase> rows;
   for (const char* mode : {"bilinear", "nearest", "bicubic"})
     for (const char* padding : {"zeros", "border", "reflection"})
       for (int64_t align : {0, 1}) {
         // The grid reaches past [-1, 1] so that every padding rule is crossed.
-        rows.push_back(GradCase{std::string("GridSample_") + mode + "_" + padding + (align ? "_aligned" : ""),
+        rows.push_back(OpCase{std::string("GridSample_") + mode + "_" + padding + (align ? "_aligned" : ""),
                                 "GridSample",
                                 {In({2, 2, 4, 5}), In({2, 3, 2, 2}, -1.25, 1.25)},
                                 {{"mode", S(mode)}, {"padding_mode", S(padding)}, {"align_corners", I(align)}}});
@@ -27,7 +27,7 @@ std::vector<GradCase> VisionLinalgGradCases() {
   for (const char* mode : {"avg", "max"})
     for (const char* transform : {"half_pixel", "output_half_pixel"})
       for (int64_t ratio : {0, 2})
-        rows.push_back(GradCase{std::string("RoiAlign_") + mode + "_" + transform + "_ratio" + std::to_string(ratio),
+        rows.push_back(OpCase{std::string("RoiAlign_") + mode + "_" + transform + "_ratio" + std::to_string(ratio),
                                 "RoiAlign",
                                 {In({2, 2, 5, 6}), Const(rois), Const(batch)},
                                 {{"mode", S(mode)},
@@ -36,11 +36,11 @@ std::vector<GradCase> VisionLinalgGradCases() {
                                  {"output_width", I(3)},
                                  {"sampling_ratio", I(ratio)},
                                  {"spatial_scale", Attribute::Float(0.8f)}}});
-  rows.push_back(GradCase{"Det_3x3", "Det", {In({3, 3})}});
-  rows.push_back(GradCase{"Det_batched_4x4", "Det", {In({2, 3, 4, 4})}});
-  rows.push_back(GradCase{"Det_1x1", "Det", {In({2, 1, 1})}});
+  rows.push_back(OpCase{"Det_3x3", "Det", {In({3, 3})}});
+  rows.push_back(OpCase{"Det_batched_4x4", "Det", {In({2, 3, 4, 4})}});
+  rows.push_back(OpCase{"Det_1x1", "Det", {In({2, 1, 1})}});
   // A singular matrix (two equal rows): the gradient is its cofactor matrix, which is not zero.
-  GradCase singular{"Det_singular_3x3", "Det", {In({3, 3})}};
+  OpCase singular{"Det_singular_3x3", "Det", {In({3, 3})}};
   singular.transform = [](size_t, std::vector<double>& v) { std::copy(v.begin(), v.begin() + 3, v.begin() + 3); };
   rows.push_back(singular);
   return rows;

@@ -11,17 +11,10 @@
 #include <functional>
 #include <limits>
 
-#include "core/kernel_backend.hpp"
-#include "ort_op_test_util.hpp"
+#include "backend_check.hpp"
 
 namespace edgetrain::testing {
 namespace {
-
-Tensor ToFloat32(const Tensor& t) {
-  if (t.dtype() != DataType::kFloat64) return t;
-  const std::vector<double> values = t.ToDoubleVector();
-  return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), t.shape());
-}
 
 // The node's outputs with the ai.edgetrain domain imported (for the fused gradients).
 std::vector<Tensor> RunNode(const OneNode& node) {
@@ -34,7 +27,7 @@ std::vector<Tensor> RunNode(const OneNode& node) {
 }
 
 // A gradient node of `domain` with its three outputs (dX and the parameters' gradients) requested.
-OneNode GradNode(const std::string& op, const std::string& domain, std::vector<NodeInput> inputs,
+OneNode GradNode(const std::string& op, const std::string& domain, std::vector<CaseInput> inputs,
                  AttributeMap attributes, size_t outputs = 3) {
   OneNode node;
   node.op = op;
@@ -43,54 +36,6 @@ OneNode GradNode(const std::string& op, const std::string& domain, std::vector<N
   node.attributes = std::move(attributes);
   node.outputs.assign(outputs, true);
   return node;
-}
-
-OneNode WithFloat32Inputs(OneNode node) {
-  for (NodeInput& input : node.inputs)
-    if (input.present()) input.tensor = ToFloat32(input.tensor);
-  return node;
-}
-
-// A node over float64 inputs; the test runs it as given and again with those inputs in float32.
-struct NormRow {
-  std::string name;
-  std::function<OneNode()> make;
-};
-void PrintTo(const NormRow& row, std::ostream* os) { *os << row.name; }
-
-class NormBackends : public ::testing::TestWithParam<NormRow> {
- protected:
-  void SetUp() override { saved_ = ActiveKernelBackend(); }
-  void TearDown() override { SetKernelBackend(saved_); }
-
-  // Every float32 output within 1e-4 of the largest magnitude of the float64 output.
-  void ExpectFloat32MatchesFloat64(KernelBackend backend, const std::string& label) const {
-    const OneNode node = GetParam().make();
-    SetKernelBackend(KernelBackend::kReference);
-    const std::vector<Tensor> expected = RunNode(node);
-    SetKernelBackend(backend);
-    const std::vector<Tensor> actual = RunNode(WithFloat32Inputs(node));
-    ASSERT_EQ(actual.size(), expected.size()) << label;
-    for (size_t k = 0; k < expected.size(); ++k) {
-      const std::vector<double> values = expected[k].ToDoubleVector();
-      double largest = 0.0;
-      for (double v : values) largest = std::max(largest, std::abs(v));
-      ASSERT_GT(largest, 0.0) << label << " output " << k << " is all zeros";
-      ExpectValuesNear(actual[k], expected[k].shape(), values, 1e-4 * largest, label + " output " + std::to_string(k));
-    }
-  }
-
- private:
-  KernelBackend saved_ = KernelBackend::kReference;
-};
-
-TEST_P(NormBackends, ReferenceFloat32MatchesFloat64) {
-  ExpectFloat32MatchesFloat64(KernelBackend::kReference, GetParam().name + " (reference)");
-}
-
-TEST_P(NormBackends, DnnlFloat32MatchesFloat64) {
-  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
-  ExpectFloat32MatchesFloat64(KernelBackend::kDnnl, GetParam().name + " (oneDNN)");
 }
 
 Attribute Int(int64_t v) { return Attribute::Int(v); }
@@ -149,109 +94,140 @@ OneNode SoftmaxGrad(const std::string& forward_op, const Shape& x, int64_t axis)
   return GradNode(forward_op + "Grad", kEdgetrainDomain, {RandomTensor(x, 22), y}, {{"axis", Int(axis)}}, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, NormBackends,
-    ::testing::Values(NormRow{"BatchNormTraining",
-                              [] {
-                                return BatchNorm({3, 5, 7, 3}, true);
-                              }},
-                      NormRow{"BatchNormTrainingRank2",
-                              [] {
-                                return BatchNorm({9, 4}, true);
-                              }},
-                      NormRow{"BatchNormTrainingLongPlanes",
-                              [] {
-                                return BatchNorm({2, 3, 9001}, true);
-                              }},
-                      NormRow{"BatchNormTrainingOpset9SavedStatistics",
-                              [] {
-                                return BatchNorm({4, 3, 2, 5}, true, 9, 5);
-                              }},
-                      NormRow{"BatchNormInference",
-                              [] {
-                                return BatchNorm({2, 3, 9, 5}, false);
-                              }},
-                      NormRow{"BatchNormGrad",
-                              [] {
-                                return BatchNormGrad({3, 5, 7, 3});
-                              }},
-                      NormRow{"BatchNormGradLongPlanes",
-                              [] {
-                                return BatchNormGrad({2, 2, 8195});
-                              }},
-                      NormRow{"OrtBatchNormGradSavedStatistics",
-                              [] {
-                                return OrtBatchNormGrad({4, 3, 5, 3});
-                              }},
-                      NormRow{"LayerNormLastAxis",
-                              [] {
-                                return LayerNorm({4, 6, 33}, -1, {33}, {33});
-                              }},
-                      NormRow{"LayerNormTwoAxes",
-                              [] {
-                                return LayerNorm({4, 6, 33}, 1, {6, 33}, {6, 33});
-                              }},
-                      NormRow{"LayerNormBroadcastScale",
-                              [] {
-                                return LayerNorm({4, 6, 33}, 1, {33}, {1, 33});
-                              }},
-                      NormRow{"LayerNormWithoutBias",
-                              [] {
-                                return LayerNorm({5, 17}, -1, {17}, {});
-                              }},
-                      NormRow{"LayerNormOnlyY",
-                              [] {
-                                return LayerNorm({7, 3, 20}, 2, {20}, {20}, 1);
-                              }},
-                      NormRow{"LayerNormFloat64Statistics",
-                              [] {
-                                return LayerNorm({4, 50}, 1, {50}, {50}, 3, static_cast<int64_t>(DataType::kFloat64));
-                              }},
-                      NormRow{"LayerNormGradLastAxis",
-                              [] {
-                                return LayerNormGrad({4, 6, 33}, -1, {33});
-                              }},
-                      NormRow{"LayerNormGradTwoAxes",
-                              [] {
-                                return LayerNormGrad({4, 6, 33}, 1, {6, 33});
-                              }},
-                      NormRow{"LayerNormGradBroadcastScale",
-                              [] {
-                                return LayerNormGrad({4, 6, 33}, 1, {1, 33});
-                              }},
-                      NormRow{"SoftmaxLastAxis",
-                              [] {
-                                return Softmax("Softmax", {70, 3, 67}, -1);
-                              }},
-                      NormRow{"LogSoftmaxLastAxis",
-                              [] {
-                                return Softmax("LogSoftmax", {70, 3, 67}, -1);
-                              }},
-                      NormRow{"SoftmaxOpset11Coerced",
-                              [] {
-                                return Softmax("Softmax", {40, 5, 30}, 1, 11);
-                              }},
-                      NormRow{"SoftmaxMiddleAxis",
-                              [] {
-                                return Softmax("Softmax", {40, 67, 3}, 1);
-                              }},
-                      NormRow{"SoftmaxSmallRows",
-                              [] {
-                                return Softmax("LogSoftmax", {6, 10}, -1);
-                              }},
-                      NormRow{"SoftmaxGradLastAxis",
-                              [] {
-                                return SoftmaxGrad("Softmax", {70, 3, 67}, -1);
-                              }},
-                      NormRow{"LogSoftmaxGradLastAxis",
-                              [] {
-                                return SoftmaxGrad("LogSoftmax", {70, 3, 67}, -1);
-                              }},
-                      NormRow{"LogSoftmaxGradMiddleAxis",
-                              [] {
-                                return SoftmaxGrad("LogSoftmax", {30, 67, 3}, 1);
-                              }}),
-    RowName());
+}  // namespace
+
+// Float32 on each backend against the float64 inputs on the reference kernels: every output within 1e-4 of
+// the largest magnitude of the float64 output.
+std::vector<OpCase> NormBackendCases() {
+  auto row = [](std::string name, std::function<OneNode()> make) {
+    return BackendCase(std::move(name), std::move(make), BackendCheck::kFloat32VsFloat64);
+  };
+  return {
+      row("BatchNormTraining",
+          [] {
+            return BatchNorm({3, 5, 7, 3}, true);
+          }),
+      row("BatchNormTrainingRank2",
+          [] {
+            return BatchNorm({9, 4}, true);
+          }),
+      row("BatchNormTrainingLongPlanes",
+          [] {
+            return BatchNorm({2, 3, 9001}, true);
+          }),
+      row("BatchNormTrainingOpset9SavedStatistics",
+          [] {
+            return BatchNorm({4, 3, 2, 5}, true, 9, 5);
+          }),
+      row("BatchNormInference",
+          [] {
+            return BatchNorm({2, 3, 9, 5}, false);
+          }),
+      row("BatchNormGrad",
+          [] {
+            return BatchNormGrad({3, 5, 7, 3});
+          }),
+      row("BatchNormGradLongPlanes",
+          [] {
+            return BatchNormGrad({2, 2, 8195});
+          }),
+      row("OrtBatchNormGradSavedStatistics",
+          [] {
+            return OrtBatchNormGrad({4, 3, 5, 3});
+          }),
+      row("LayerNormLastAxis",
+          [] {
+            return LayerNorm({4, 6, 33}, -1, {33}, {33});
+          }),
+      row("LayerNormTwoAxes",
+          [] {
+            return LayerNorm({4, 6, 33}, 1, {6, 33}, {6, 33});
+          }),
+      row("LayerNormBroadcastScale",
+          [] {
+            return LayerNorm({4, 6, 33}, 1, {33}, {1, 33});
+          }),
+      row("LayerNormWithoutBias",
+          [] {
+            return LayerNorm({5, 17}, -1, {17}, {});
+          }),
+      row("LayerNormOnlyY",
+          [] {
+            return LayerNorm({7, 3, 20}, 2, {20}, {20}, 1);
+          }),
+      row("LayerNormFloat64Statistics",
+          [] {
+            return LayerNorm({4, 50}, 1, {50}, {50}, 3, static_cast<int64_t>(DataType::kFloat64));
+          }),
+      row("LayerNormGradLastAxis",
+          [] {
+            return LayerNormGrad({4, 6, 33}, -1, {33});
+          }),
+      row("LayerNormGradTwoAxes",
+          [] {
+            return LayerNormGrad({4, 6, 33}, 1, {6, 33});
+          }),
+      row("LayerNormGradBroadcastScale",
+          [] {
+            return LayerNormGrad({4, 6, 33}, 1, {1, 33});
+          }),
+      row("SoftmaxLastAxis",
+          [] {
+            return Softmax("Softmax", {70, 3, 67}, -1);
+          }),
+      row("LogSoftmaxLastAxis",
+          [] {
+            return Softmax("LogSoftmax", {70, 3, 67}, -1);
+          }),
+      row("SoftmaxOpset11Coerced",
+          [] {
+            return Softmax("Softmax", {40, 5, 30}, 1, 11);
+          }),
+      row("SoftmaxMiddleAxis",
+          [] {
+            return Softmax("Softmax", {40, 67, 3}, 1);
+          }),
+      row("SoftmaxSmallRows",
+          [] {
+            return Softmax("LogSoftmax", {6, 10}, -1);
+          }),
+      row("SoftmaxGradLastAxis",
+          [] {
+            return SoftmaxGrad("Softmax", {70, 3, 67}, -1);
+          }),
+      row("LogSoftmaxGradLastAxis",
+          [] {
+            return SoftmaxGrad("LogSoftmax", {70, 3, 67}, -1);
+          }),
+      row("LogSoftmaxGradMiddleAxis",
+          [] {
+            return SoftmaxGrad("LogSoftmax", {30, 67, 3}, 1);
+          }),
+  };
+}
+
+namespace {
+
+class NormBackends : public ::testing::TestWithParam<OpCase> {
+ protected:
+  void SetUp() override { saved_ = ActiveKernelBackend(); }
+  void TearDown() override { SetKernelBackend(saved_); }
+
+ private:
+  KernelBackend saved_ = KernelBackend::kReference;
+};
+
+TEST_P(NormBackends, ReferenceFloat32MatchesFloat64) {
+  CheckBackends(GetParam(), KernelBackend::kReference, GetParam().name + " (reference)");
+}
+
+TEST_P(NormBackends, DnnlFloat32MatchesFloat64) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  CheckBackends(GetParam(), KernelBackend::kDnnl, GetParam().name + " (oneDNN)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, NormBackends, ::testing::ValuesIn(RowsWith({NormBackendCases}, HasBackendCheck)),
+                         RowName());
 
 // Scale must broadcast to the normalized dims on either backend, also where it has their element count.
 TEST(NormBackendErrors, LayerNormScaleThatDoesNotBroadcast) {
@@ -297,8 +273,8 @@ TEST_P(MaxPoolTies, FirstMaximumWins) {
   for (const auto& [offset, value] : row.dx) dx[static_cast<size_t>(offset)] = value;
   for (bool float32 : {false, true}) {
     const std::string label = row.name + (float32 ? " float32" : " float64");
-    const Tensor xt = float32 ? ToFloat32(x) : x;
-    const Tensor dyt = float32 ? ToFloat32(Doubles(dy, y_shape)) : Doubles(dy, y_shape);
+    const Tensor xt = float32 ? Float32Of(x) : x;
+    const Tensor dyt = float32 ? Float32Of(Doubles(dy, y_shape)) : Doubles(dy, y_shape);
     const std::vector<Tensor> y = RunNode(OnnxNode("MaxPool", {xt}, row.attributes));
     ExpectExactly(y[0], y_shape, row.y, label + " MaxPool");
     const std::vector<Tensor> grad = RunNode(GradNode("MaxPoolGrad", kEdgetrainDomain, {dyt, xt}, row.attributes, 1));

@@ -20,14 +20,13 @@ namespace {
 
 using testing::CentralDifferenceVjp;
 using testing::Doubles;
-using testing::ErrorRow;
 using testing::ExpectRowError;
 using testing::ExpectRowValues;
-using testing::ValueRow;
 using testing::ExpectTensorNear;
 using testing::kOneNodeName;
 using testing::OneNode;
 using testing::OneNodeFunction;
+using testing::OpCase;
 using testing::RandomTensor;
 using testing::RowName;
 using testing::RunOneNode;
@@ -83,8 +82,8 @@ Tensor Vjp(const OneNode& node, size_t wrt, const Tensor& dy, size_t output = 0)
   return CentralDifferenceVjp(OneNodeFunction(node, wrt, output), node.inputs[wrt].tensor, dy);
 }
 
-std::vector<ValueRow> GeluRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> GeluRows() {
+  std::vector<OpCase> rows;
   const Tensor x = RandomTensor({3, 4}, 1, -3.0, 3.0), bias = RandomTensor({4}, 2), dy = RandomTensor({3, 4}, 3);
   const std::vector<double> b = bias.ToDoubleVector();
   rows.push_back({"Gelu", {"Gelu", kMs, {x}}, [=] { return std::vector<Tensor>{Map(x, [](double v, int64_t) {
@@ -125,8 +124,8 @@ std::vector<ValueRow> GeluRows() {
   return rows;
 }
 
-std::vector<ValueRow> ConcatSplitRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> ConcatSplitRows() {
+  std::vector<OpCase> rows;
   const Tensor a = RandomTensor({2, 3}, 10), b = RandomTensor({2, 1}, 11), c = RandomTensor({2, 2}, 12);
   const std::vector<double> av = a.ToDoubleVector(), bv = b.ToDoubleVector(), cv = c.ToDoubleVector();
   std::vector<double> joined;
@@ -167,8 +166,8 @@ std::vector<ValueRow> ConcatSplitRows() {
   return rows;
 }
 
-std::vector<ValueRow> NormalizationRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> NormalizationRows() {
+  std::vector<OpCase> rows;
   const Tensor x = RandomTensor({2, 3, 4}, 20), skip = RandomTensor({2, 3, 4}, 21), skip2d = RandomTensor({3, 4}, 22);
   const Tensor gamma = RandomTensor({4}, 23, 0.5, 1.5), beta = RandomTensor({4}, 24), bias = RandomTensor({4}, 25);
   const Tensor scale12 = RandomTensor({3, 4}, 26, 0.5, 1.5), dy = RandomTensor({2, 3, 4}, 27);
@@ -237,8 +236,8 @@ std::vector<ValueRow> NormalizationRows() {
   return rows;
 }
 
-std::vector<ValueRow> BiasDropoutRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> BiasDropoutRows() {
+  std::vector<OpCase> rows;
   const Tensor x = RandomTensor({3, 4}, 30), bias = RandomTensor({4}, 31), residual = RandomTensor({3, 4}, 32);
   const std::vector<double> b = bias.ToDoubleVector(), r = residual.ToDoubleVector();
   const Tensor all_kept = Tensor::FromVector<bool>(std::vector<bool>(12, true), {3, 4});
@@ -254,18 +253,20 @@ std::vector<ValueRow> BiasDropoutRows() {
   return rows;
 }
 
-std::vector<ValueRow> AllRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> AllRows() {
+  std::vector<OpCase> rows;
   for (auto make : {GeluRows, ConcatSplitRows, NormalizationRows, BiasDropoutRows})
-    for (ValueRow& row : make()) rows.push_back(std::move(row));
+    for (OpCase& row : make()) rows.push_back(std::move(row));
   return rows;
 }
 
-class OrtContribOp : public ::testing::TestWithParam<ValueRow> {};
+class OrtContribOp : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OrtContribOp, MatchesFloat64Reference) { ExpectRowValues(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OrtContribOp, ::testing::ValuesIn(AllRows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Rows, OrtContribOp,
+                         ::testing::ValuesIn(testing::RowsWith({testing::OrtContribCases}, testing::HasExpectedValues)),
+                         RowName());
 
 // ---- BiasDropout in training mode: the mask drives the output and DropoutGrad, and a seed repeats it ----
 
@@ -296,7 +297,7 @@ TEST(OrtBiasDropout, TrainingMaskDrivesOutputAndGradient) {
 
 // ---- error rows ----
 
-std::vector<ErrorRow> ErrorRows() {
+std::vector<OpCase> ErrorRows() {
   const Tensor m34 = RandomTensor({3, 4}, 100), m43 = RandomTensor({4, 3}, 101), v3 = RandomTensor({3}, 102);
   const Tensor v4 = RandomTensor({4}, 103), cube = RandomTensor({2, 3, 4}, 104);
   return {
@@ -333,11 +334,16 @@ std::vector<ErrorRow> ErrorRows() {
   };
 }
 
-class OrtContribOpError : public ::testing::TestWithParam<ErrorRow> {};
+class OrtContribOpError : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OrtContribOpError, NamesTheNode) { ExpectRowError(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OrtContribOpError, ::testing::ValuesIn(ErrorRows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Rows, OrtContribOpError,
+                         ::testing::ValuesIn(testing::RowsWith({testing::OrtContribCases}, testing::HasError)),
+                         RowName());
 
 }  // namespace
+
+std::vector<testing::OpCase> testing::OrtContribCases() { return Concat(AllRows(), ErrorRows()); }
+
 }  // namespace edgetrain

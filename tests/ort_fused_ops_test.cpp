@@ -19,13 +19,13 @@ namespace {
 
 using testing::CentralDifferenceVjp;
 using testing::Doubles;
-using testing::ErrorRow;
 using testing::ExpectTensorNear;
 using testing::ExpectValuesNear;
 using testing::kOneNodeName;
 using testing::OneNode;
 using testing::OneNodeFunction;
 using testing::OnnxNode;
+using testing::OpCase;
 using testing::RandomTensor;
 using testing::RandomValues;
 using testing::RowName;
@@ -35,16 +35,6 @@ using testing::SequenceInput;
 
 // ---------------------------------------------------------------------------------------------
 // FusedMatMul / TransposeMatMul against numpy matmul of the explicitly transposed operands
-
-struct MatMulCase {
-  std::string name;
-  Shape a, b;
-  int trans_a = 0, trans_b = 0, trans_batch_a = 0, trans_batch_b = 0;
-  double alpha = 1.0;
-  std::string op = "FusedMatMul";
-  DataType dtype = DataType::kFloat64;
-};
-void PrintTo(const MatMulCase& c, std::ostream* os) { *os << c.name; }
 
 // values of `shape` permuted: out[i0..] = in[i_perm...]
 std::vector<double> Permute(const std::vector<double>& in, const Shape& shape, const std::vector<size_t>& perm,
@@ -126,201 +116,191 @@ std::vector<double> NumpyMatMul(const std::vector<double>& a, Shape as, const st
   return out;
 }
 
-class FusedMatMulTest : public ::testing::TestWithParam<MatMulCase> {};
-
-TEST_P(FusedMatMulTest, MatchesNumpyMatMulOfTransposedOperands) {
-  const MatMulCase& c = GetParam();
-  const std::vector<double> a = RandomValues(c.a, 1), b = RandomValues(c.b, 2);
-  Shape la, lb, expected_shape;
-  const std::vector<double> a_logical = Logical(a, c.a, c.trans_a, c.trans_batch_a, la);
-  const std::vector<double> b_logical = Logical(b, c.b, c.trans_b, c.trans_batch_b, lb);
-  std::vector<double> expected = NumpyMatMul(a_logical, la, b_logical, lb, expected_shape);
-  for (double& v : expected) v *= c.alpha;
-
+// A FusedMatMul (or TransposeMatMul) row: numpy's matmul of the operands as the attributes transpose them, times alpha.
+OpCase MatMulRow(std::string name, Shape a_shape, Shape b_shape, int trans_a, int trans_b, int trans_batch_a,
+                 int trans_batch_b, double alpha, std::string op = "FusedMatMul", DataType dtype = DataType::kFloat64) {
+  const std::vector<double> a = RandomValues(a_shape, 1), b = RandomValues(b_shape, 2);
   OneNode run;
-  run.op = c.op;
-  run.attributes = {{"transA", Attribute::Int(c.trans_a)},
-                    {"transB", Attribute::Int(c.trans_b)},
-                    {"alpha", Attribute::Float(static_cast<float>(c.alpha))}};
-  if (c.op == "FusedMatMul") {
-    run.attributes["transBatchA"] = Attribute::Int(c.trans_batch_a);
-    run.attributes["transBatchB"] = Attribute::Int(c.trans_batch_b);
+  run.op = op;
+  run.attributes = {{"transA", Attribute::Int(trans_a)},
+                    {"transB", Attribute::Int(trans_b)},
+                    {"alpha", Attribute::Float(static_cast<float>(alpha))}};
+  if (op == "FusedMatMul") {
+    run.attributes["transBatchA"] = Attribute::Int(trans_batch_a);
+    run.attributes["transBatchB"] = Attribute::Int(trans_batch_b);
   }
-  const bool single = c.dtype == DataType::kFloat32;
+  const bool single = dtype == DataType::kFloat32;
   if (single) {
     std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
-    run.inputs = {Tensor::FromVector<float>(af, c.a), Tensor::FromVector<float>(bf, c.b)};
+    run.inputs = {Tensor::FromVector<float>(af, a_shape), Tensor::FromVector<float>(bf, b_shape)};
   } else {
-    run.inputs = {Doubles(a, c.a), Doubles(b, c.b)};
+    run.inputs = {Doubles(a, a_shape), Doubles(b, b_shape)};
   }
-  const Tensor y = RunOneNode(run)[0];
-  EXPECT_EQ(y.dtype(), c.dtype);
-  ExpectValuesNear(y, expected_shape, expected, single ? 1e-5 : 1e-12, c.name);
+  auto expected = [=] {
+    Shape la, lb, expected_shape;
+    const std::vector<double> a_logical = Logical(a, a_shape, trans_a, trans_batch_a, la);
+    const std::vector<double> b_logical = Logical(b, b_shape, trans_b, trans_batch_b, lb);
+    std::vector<double> values = NumpyMatMul(a_logical, la, b_logical, lb, expected_shape);
+    for (double& v : values) v *= alpha;
+    if (!single) return std::vector<Tensor>{Doubles(values, expected_shape)};
+    return std::vector<Tensor>{
+        Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), expected_shape)};
+  };
+  return OpCase{std::move(name), std::move(run), expected, single ? 1e-5 : 1e-12};
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, FusedMatMulTest,
-    ::testing::Values(MatMulCase{"Plain2D", {3, 4}, {4, 5}, 0, 0, 0, 0, 0.5},
-                      MatMulCase{"TransAB", {4, 3}, {5, 4}, 1, 1, 0, 0, 2.0},
-                      MatMulCase{"BatchTimesMatrix", {2, 3, 4}, {4, 5}, 0, 0, 0, 0, 1.5},
-                      MatMulCase{"BatchTimesMatrixTransA", {2, 4, 3}, {4, 5}, 1, 0, 0, 0, 1.0},
-                      MatMulCase{"BroadcastBatches", {2, 1, 3, 4}, {3, 4, 5}, 0, 0, 0, 0, 1.0},
-                      MatMulCase{"TransBatchA", {3, 2, 4}, {2, 4, 5}, 0, 0, 1, 0, 0.25},
-                      MatMulCase{"TransBatchAAndTransA", {4, 2, 3}, {2, 4, 5}, 1, 0, 1, 0, 1.0},
-                      MatMulCase{"TransBatchB", {2, 3, 4}, {4, 2, 5}, 0, 0, 0, 1, 1.0},
-                      MatMulCase{"TransBatchBAndTransB", {2, 3, 4}, {5, 2, 4}, 0, 1, 0, 1, -1.0},
-                      MatMulCase{"TransBatchBoth4D", {2, 3, 4, 5}, {5, 3, 4, 6}, 0, 0, 1, 1, 1.0},
-                      MatMulCase{"TransBatchRank2IsPlain", {3, 4}, {4, 5}, 0, 0, 1, 1, 1.0},
-                      MatMulCase{"VectorLeftIgnoresTrans", {4}, {2, 4, 3}, 1, 0, 1, 0, 1.0},
-                      MatMulCase{"VectorRight", {2, 3, 4}, {4}, 0, 1, 0, 0, 3.0},
-                      MatMulCase{"ZeroInnerDim", {2, 0}, {0, 3}, 0, 0, 0, 0, 1.0},
-                      MatMulCase{"Float32", {2, 5, 6}, {2, 7, 6}, 0, 1, 0, 0, 0.5, "FusedMatMul", DataType::kFloat32},
-                      MatMulCase{"TransposeMatMulName", {4, 3}, {2, 4, 5}, 1, 0, 0, 0, 0.5, "TransposeMatMul"}),
-    RowName());
+std::vector<OpCase> MatMulRows() {
+  return {MatMulRow("Plain2D", {3, 4}, {4, 5}, 0, 0, 0, 0, 0.5),
+          MatMulRow("TransAB", {4, 3}, {5, 4}, 1, 1, 0, 0, 2.0),
+          MatMulRow("BatchTimesMatrix", {2, 3, 4}, {4, 5}, 0, 0, 0, 0, 1.5),
+          MatMulRow("BatchTimesMatrixTransA", {2, 4, 3}, {4, 5}, 1, 0, 0, 0, 1.0),
+          MatMulRow("BroadcastBatches", {2, 1, 3, 4}, {3, 4, 5}, 0, 0, 0, 0, 1.0),
+          MatMulRow("TransBatchA", {3, 2, 4}, {2, 4, 5}, 0, 0, 1, 0, 0.25),
+          MatMulRow("TransBatchAAndTransA", {4, 2, 3}, {2, 4, 5}, 1, 0, 1, 0, 1.0),
+          MatMulRow("TransBatchB", {2, 3, 4}, {4, 2, 5}, 0, 0, 0, 1, 1.0),
+          MatMulRow("TransBatchBAndTransB", {2, 3, 4}, {5, 2, 4}, 0, 1, 0, 1, -1.0),
+          MatMulRow("TransBatchBoth4D", {2, 3, 4, 5}, {5, 3, 4, 6}, 0, 0, 1, 1, 1.0),
+          MatMulRow("TransBatchRank2IsPlain", {3, 4}, {4, 5}, 0, 0, 1, 1, 1.0),
+          MatMulRow("VectorLeftIgnoresTrans", {4}, {2, 4, 3}, 1, 0, 1, 0, 1.0),
+          MatMulRow("VectorRight", {2, 3, 4}, {4}, 0, 1, 0, 0, 3.0),
+          MatMulRow("ZeroInnerDim", {2, 0}, {0, 3}, 0, 0, 0, 0, 1.0),
+          MatMulRow("Float32", {2, 5, 6}, {2, 7, 6}, 0, 1, 0, 0, 0.5, "FusedMatMul", DataType::kFloat32),
+          MatMulRow("TransposeMatMulName", {4, 3}, {2, 4, 5}, 1, 0, 0, 0, 0.5, "TransposeMatMul")};
+}
+
+class FusedMatMulTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(FusedMatMulTest, MatchesNumpyMatMulOfTransposedOperands) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, FusedMatMulTest, ::testing::ValuesIn(MatMulRows()), RowName());
 
 // ---------------------------------------------------------------------------------------------
 // FusedGemm: Gemm then the named activation, written out
 
-struct GemmCase {
-  std::string name;
-  std::string activation;  // "" leaves the attribute out
-  std::map<std::string, double> activation_attributes;
-  std::function<double(double)> reference;
-  int trans_a = 0, trans_b = 0;
-  double alpha = 1.0, beta = 1.0;
-  Shape c = {4};  // empty: no C
-};
-void PrintTo(const GemmCase& c, std::ostream* os) { *os << c.name; }
-
-class FusedGemmTest : public ::testing::TestWithParam<GemmCase> {};
-
-TEST_P(FusedGemmTest, IsGemmThenActivation) {
-  const GemmCase& c = GetParam();
+// A FusedGemm row: Gemm (m 3, k 5, n 4; C of shape `c`, none when empty) then `activation` (its attributes
+// prefixed "activation_"), against `reference` applied to the float64 Gemm written out.
+OpCase GemmRow(std::string name, std::string activation, std::map<std::string, double> activation_attributes,
+               std::function<double(double)> reference, int trans_a = 0, int trans_b = 0, double alpha = 1.0,
+               double beta = 1.0, Shape c = {4}) {
   const int64_t m = 3, k = 5, n = 4;
-  const Shape a_shape = c.trans_a ? Shape{k, m} : Shape{m, k}, b_shape = c.trans_b ? Shape{n, k} : Shape{k, n};
+  const Shape a_shape = trans_a ? Shape{k, m} : Shape{m, k}, b_shape = trans_b ? Shape{n, k} : Shape{k, n};
   const std::vector<double> a = RandomValues(a_shape, 3, -1.5, 1.5), b = RandomValues(b_shape, 4, -1.5, 1.5);
-  const std::vector<double> bias = c.c.empty() ? std::vector<double>() : RandomValues(c.c, 5);
-  std::vector<double> expected(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p)
-        sum += a[static_cast<size_t>(c.trans_a ? p * m + i : i * k + p)] *
-               b[static_cast<size_t>(c.trans_b ? j * k + p : p * n + j)];
-      double v = c.alpha * sum;
-      if (!bias.empty()) v += c.beta * bias[static_cast<size_t>(bias.size() == 1 ? 0 : j)];
-      expected[static_cast<size_t>(i * n + j)] = c.reference(v);
-    }
+  const std::vector<double> bias = c.empty() ? std::vector<double>() : RandomValues(c, 5);
   OneNode run;
   run.op = "FusedGemm";
-  run.attributes = {{"transA", Attribute::Int(c.trans_a)},
-                    {"transB", Attribute::Int(c.trans_b)},
-                    {"alpha", Attribute::Float(static_cast<float>(c.alpha))},
-                    {"beta", Attribute::Float(static_cast<float>(c.beta))}};
-  if (!c.activation.empty()) run.attributes["activation"] = Attribute::String(c.activation);
-  for (const auto& [name, value] : c.activation_attributes)
-    run.attributes["activation_" + name] = Attribute::Float(static_cast<float>(value));
+  run.attributes = {{"transA", Attribute::Int(trans_a)},
+                    {"transB", Attribute::Int(trans_b)},
+                    {"alpha", Attribute::Float(static_cast<float>(alpha))},
+                    {"beta", Attribute::Float(static_cast<float>(beta))}};
+  if (!activation.empty()) run.attributes["activation"] = Attribute::String(activation);
+  for (const auto& [key, value] : activation_attributes)
+    run.attributes["activation_" + key] = Attribute::Float(static_cast<float>(value));
   run.inputs = {Doubles(a, a_shape), Doubles(b, b_shape)};
-  if (!c.c.empty()) run.inputs.push_back(Doubles(bias, c.c));
-  ExpectValuesNear(RunOneNode(run)[0], {m, n}, expected, 1e-12, c.name);
+  if (!c.empty()) run.inputs.push_back(Doubles(bias, c));
+  auto expected = [=] {
+    std::vector<double> values(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += a[static_cast<size_t>(trans_a ? p * m + i : i * k + p)] *
+                 b[static_cast<size_t>(trans_b ? j * k + p : p * n + j)];
+        double v = alpha * sum;
+        if (!bias.empty()) v += beta * bias[static_cast<size_t>(bias.size() == 1 ? 0 : j)];
+        values[static_cast<size_t>(i * n + j)] = reference(v);
+      }
+    return std::vector<Tensor>{Doubles(values, {m, n})};
+  };
+  return OpCase{std::move(name), std::move(run), expected, 1e-12};
 }
 
 double Softplus(double x) { return std::log(1 + std::exp(x)); }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, FusedGemmTest,
-    ::testing::Values(
-        GemmCase{"NoActivation", "", {}, [](double x) { return x; }, 0, 0, 0.5, 2.0},
-        GemmCase{"Relu", "Relu", {}, [](double x) { return x > 0 ? x : 0; }, 0, 1},
-        GemmCase{"LeakyRelu", "LeakyRelu", {{"alpha", 0.125}}, [](double x) { return x < 0 ? 0.125 * x : x; }, 1, 0},
-        GemmCase{"LeakyReluDefaultAlpha", "LeakyRelu", {}, [](double x) { return x < 0 ? double{0.01f} * x : x; }},
-        GemmCase{"Tanh", "Tanh", {}, [](double x) { return std::tanh(x); }, 1, 1, 0.75, 1.0, {1}},
-        GemmCase{"Sigmoid", "Sigmoid", {}, [](double x) { return 1 / (1 + std::exp(-x)); }, 0, 0, 1.0, 1.0, {}},
-        GemmCase{"HardSigmoid",
-                 "HardSigmoid",
-                 {{"alpha", 0.25}, {"beta", 0.375}},
-                 [](double x) { return std::min(1.0, std::max(0.0, 0.25 * x + 0.375)); }},
-        GemmCase{"Elu", "Elu", {{"alpha", 0.5}}, [](double x) { return x < 0 ? 0.5 * (std::exp(x) - 1) : x; }},
-        GemmCase{"Celu",
-                 "Celu",
-                 {{"alpha", 2.0}},
-                 [](double x) { return std::max(0.0, x) + std::min(0.0, 2.0 * (std::exp(x / 2.0) - 1)); }},
-        GemmCase{"Selu",
-                 "Selu",
-                 {{"alpha", 1.5}, {"gamma", 1.25}},
-                 [](double x) { return 1.25 * (x > 0 ? x : 1.5 * (std::exp(x) - 1)); }},
-        GemmCase{"Softplus", "Softplus", {}, Softplus},
-        GemmCase{"Softsign", "Softsign", {}, [](double x) { return x / (1 + std::abs(x)); }},
-        GemmCase{"ThresholdedRelu", "ThresholdedRelu", {{"alpha", 0.5}}, [](double x) { return x > 0.5 ? x : 0; }},
-        GemmCase{"ParametricSoftplus",
-                 "ParametricSoftplus",
-                 {{"alpha", 2.0}, {"beta", 0.5}},
-                 [](double x) { return 2.0 * Softplus(0.5 * x); }},
-        GemmCase{"ScaledTanh",
-                 "ScaledTanh",
-                 {{"alpha", 1.5}, {"beta", 0.75}},
-                 [](double x) { return 1.5 * std::tanh(0.75 * x); }}),
-    RowName());
+std::vector<OpCase> GemmRows() {
+  return {GemmRow(
+              "NoActivation", "", {}, [](double x) { return x; }, 0, 0, 0.5, 2.0),
+          GemmRow(
+              "Relu", "Relu", {}, [](double x) { return x > 0 ? x : 0; }, 0, 1),
+          GemmRow(
+              "LeakyRelu", "LeakyRelu", {{"alpha", 0.125}}, [](double x) { return x < 0 ? 0.125 * x : x; }, 1, 0),
+          GemmRow("LeakyReluDefaultAlpha", "LeakyRelu", {}, [](double x) { return x < 0 ? double{0.01f} * x : x; }),
+          GemmRow("Tanh", "Tanh", {}, [](double x) { return std::tanh(x); }, 1, 1, 0.75, 1.0, {1}),
+          GemmRow("Sigmoid", "Sigmoid", {}, [](double x) { return 1 / (1 + std::exp(-x)); }, 0, 0, 1.0, 1.0, {}),
+          GemmRow("HardSigmoid", "HardSigmoid", {{"alpha", 0.25}, {"beta", 0.375}},
+                  [](double x) { return std::min(1.0, std::max(0.0, 0.25 * x + 0.375)); }),
+          GemmRow("Elu", "Elu", {{"alpha", 0.5}}, [](double x) { return x < 0 ? 0.5 * (std::exp(x) - 1) : x; }),
+          GemmRow("Celu", "Celu", {{"alpha", 2.0}},
+                  [](double x) { return std::max(0.0, x) + std::min(0.0, 2.0 * (std::exp(x / 2.0) - 1)); }),
+          GemmRow("Selu", "Selu", {{"alpha", 1.5}, {"gamma", 1.25}},
+                  [](double x) { return 1.25 * (x > 0 ? x : 1.5 * (std::exp(x) - 1)); }),
+          GemmRow("Softplus", "Softplus", {}, Softplus),
+          GemmRow("Softsign", "Softsign", {}, [](double x) { return x / (1 + std::abs(x)); }),
+          GemmRow("ThresholdedRelu", "ThresholdedRelu", {{"alpha", 0.5}}, [](double x) { return x > 0.5 ? x : 0; }),
+          GemmRow("ParametricSoftplus", "ParametricSoftplus", {{"alpha", 2.0}, {"beta", 0.5}},
+                  [](double x) { return 2.0 * Softplus(0.5 * x); }),
+          GemmRow("ScaledTanh", "ScaledTanh", {{"alpha", 1.5}, {"beta", 0.75}},
+                  [](double x) { return 1.5 * std::tanh(0.75 * x); })};
+}
+
+class FusedGemmTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(FusedGemmTest, IsGemmThenActivation) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, FusedGemmTest, ::testing::ValuesIn(GemmRows()), RowName());
 
 // ---------------------------------------------------------------------------------------------
 // ConvGrad against central differences of Conv
 
-struct ConvGradCase {
-  std::string name;
-  Shape x, w;
-  AttributeMap attributes;
-  std::vector<int> omitted_outputs = {};
-};
-void PrintTo(const ConvGradCase& c, std::ostream* os) { *os << c.name; }
-
-class ConvGradTest : public ::testing::TestWithParam<ConvGradCase> {};
-
-TEST_P(ConvGradTest, MatchesCentralDifferencesOfConv) {
-  const ConvGradCase& c = GetParam();
-  const Tensor x = RandomTensor(c.x, 6), w = RandomTensor(c.w, 7), b = RandomTensor({c.w[0]}, 8);
-  const OneNode conv = OnnxNode("Conv", {x, w, b}, c.attributes);
-  const Tensor dy = RandomTensor(RunOneNode(conv)[0].shape(), 9);
-  OneNode run;
-  run.op = "ConvGrad";
-  run.attributes = c.attributes;
-  run.inputs = {dy, x, w};
-  run.outputs = std::vector<bool>(3, true);
-  for (int k : c.omitted_outputs) run.outputs[k] = false;
-  const std::vector<Tensor> grads = RunOneNode(run);
-  size_t next = 0;
-  for (int k = 0; k < 3; ++k) {
-    if (std::count(c.omitted_outputs.begin(), c.omitted_outputs.end(), k)) continue;
-    const Tensor& wrt = k == 0 ? x : k == 1 ? w : b;
-    const Tensor expected = CentralDifferenceVjp(OneNodeFunction(conv, k), wrt, dy, 1e-5);
-    ExpectTensorNear(grads[next++], expected, 1e-8, c.name + " output " + std::to_string(k));
-  }
+// A ConvGrad row (`omitted` outputs left out of the node): each requested gradient against central differences
+// through Conv.
+OpCase ConvGradRow(std::string name, Shape x_shape, Shape w_shape, AttributeMap attributes,
+                   std::vector<int> omitted = {}) {
+  const Tensor x = RandomTensor(x_shape, 6), w = RandomTensor(w_shape, 7), b = RandomTensor({w_shape[0]}, 8);
+  const OneNode conv = OnnxNode("Conv", {x, w, b}, attributes);
+  auto dy = [conv] { return RandomTensor(RunOneNode(conv)[0].shape(), 9); };
+  auto present = [omitted](int k) { return !std::count(omitted.begin(), omitted.end(), k); };
+  OpCase row{
+      std::move(name), OneNode{},
+      [=] {
+        std::vector<Tensor> grads;
+        for (int k = 0; k < 3; ++k)
+          if (present(k))
+            grads.push_back(CentralDifferenceVjp(OneNodeFunction(conv, k), k == 0 ? x : k == 1 ? w : b, dy(), 1e-5));
+        return grads;
+      },
+      1e-8};
+  row.make_node = [=] {
+    OneNode run;
+    run.op = "ConvGrad";
+    run.attributes = attributes;
+    run.inputs = {dy(), x, w};
+    run.outputs = std::vector<bool>(3, true);
+    for (int k : omitted) run.outputs[k] = false;
+    return run;
+  };
+  return row;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, ConvGradTest,
-    ::testing::Values(
-        ConvGradCase{"LeNetLike", {1, 3, 8, 8}, {4, 3, 5, 5}, {{"kernel_shape", Attribute::Ints({5, 5})}}},
-        ConvGradCase{"FirstLayerNoDX", {2, 2, 6, 6}, {3, 2, 3, 3}, {}, {0}},
-        ConvGradCase{"StridePadDilation",
-                     {2, 2, 7, 6},
-                     {3, 2, 3, 2},
-                     {{"strides", Attribute::Ints({2, 1})},
-                      {"pads", Attribute::Ints({1, 0, 2, 1})},
-                      {"dilations", Attribute::Ints({1, 2})}}},
-        ConvGradCase{"Grouped", {1, 4, 5, 5}, {6, 2, 3, 3}, {{"group", Attribute::Int(2)}}},
-        ConvGradCase{"OneDimensional", {2, 3, 9}, {2, 3, 4}, {{"strides", Attribute::Ints({2})}}},
-        ConvGradCase{"OnlyDX", {1, 2, 5, 5}, {2, 2, 3, 3}, {{"auto_pad", Attribute::String("SAME_UPPER")}}, {1, 2}}),
-    RowName());
+std::vector<OpCase> ConvGradRows() {
+  return {ConvGradRow("LeNetLike", {1, 3, 8, 8}, {4, 3, 5, 5}, {{"kernel_shape", Attribute::Ints({5, 5})}}),
+          ConvGradRow("FirstLayerNoDX", {2, 2, 6, 6}, {3, 2, 3, 3}, {}, {0}),
+          ConvGradRow("StridePadDilation", {2, 2, 7, 6}, {3, 2, 3, 2},
+                      {{"strides", Attribute::Ints({2, 1})},
+                       {"pads", Attribute::Ints({1, 0, 2, 1})},
+                       {"dilations", Attribute::Ints({1, 2})}}),
+          ConvGradRow("Grouped", {1, 4, 5, 5}, {6, 2, 3, 3}, {{"group", Attribute::Int(2)}}),
+          ConvGradRow("OneDimensional", {2, 3, 9}, {2, 3, 4}, {{"strides", Attribute::Ints({2})}}),
+          ConvGradRow("OnlyDX", {1, 2, 5, 5}, {2, 2, 3, 3}, {{"auto_pad", Attribute::String("SAME_UPPER")}}, {1, 2})};
+}
+
+class ConvGradTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(ConvGradTest, MatchesCentralDifferencesOfConv) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, ConvGradTest, ::testing::ValuesIn(ConvGradRows()), RowName());
 
 // ---------------------------------------------------------------------------------------------
 // MaxPoolGrad (dY, Indices) and AveragePoolGrad (dY) against central differences of the forward pool
-
-struct PoolGradCase {
-  std::string name;
-  Shape x;
-  AttributeMap attributes;
-};
-void PrintTo(const PoolGradCase& c, std::ostream* os) { *os << c.name; }
 
 // Distinct values (a shuffled ramp) so that every window has one clear maximum.
 Tensor DistinctValues(const Shape& shape, uint64_t seed) {
@@ -330,101 +310,102 @@ Tensor DistinctValues(const Shape& shape, uint64_t seed) {
   return Doubles(values, shape);
 }
 
-class MaxPoolGradTest : public ::testing::TestWithParam<PoolGradCase> {};
-
-TEST_P(MaxPoolGradTest, ScattersToTheIndicesMaxPoolReturns) {
-  const PoolGradCase& c = GetParam();
-  const Tensor x = DistinctValues(c.x, 10);
-  const Tensor indices = RunOneNode(OnnxNode("MaxPool", {x}, c.attributes, 2))[1];
-  const Tensor dy = RandomTensor(indices.shape(), 11);
-
-  OneNode run;
-  run.domain = "";
-  run.op = "MaxPoolGrad";
-  run.attributes = c.attributes;
-  run.attributes["storage_order"] = Attribute::Int(0);
-  run.inputs = {dy, indices};
-  Shape declared = c.x;
-  declared[0] = -1;  // symbolic batch, as in exported models
-  run.declared_outputs[0] = declared;
-  const Tensor expected = CentralDifferenceVjp(OneNodeFunction(OnnxNode("MaxPool", {x}, c.attributes), 0), x, dy, 1e-6);
-  ExpectTensorNear(RunOneNode(run)[0], expected, 1e-8, c.name);
+// A MaxPoolGrad row (dY and the Indices MaxPool returns): against central differences through MaxPool.
+OpCase MaxPoolGradRow(std::string name, Shape x_shape, AttributeMap attributes) {
+  const Tensor x = DistinctValues(x_shape, 10);
+  const OneNode pool = OnnxNode("MaxPool", {x}, attributes, 2);
+  auto indices = [pool] { return RunOneNode(pool)[1]; };
+  OpCase row{std::move(name), OneNode{},
+             [=] {
+               const Tensor dy = RandomTensor(indices().shape(), 11);
+               return std::vector<Tensor>{
+                   CentralDifferenceVjp(OneNodeFunction(OnnxNode("MaxPool", {x}, attributes), 0), x, dy, 1e-6)};
+             },
+             1e-8};
+  row.make_node = [=] {
+    const Tensor index = indices();
+    OneNode run;
+    run.domain = "";
+    run.op = "MaxPoolGrad";
+    run.attributes = attributes;
+    run.attributes["storage_order"] = Attribute::Int(0);
+    run.inputs = {RandomTensor(index.shape(), 11), index};
+    Shape declared = x_shape;
+    declared[0] = -1;  // symbolic batch, as in exported models
+    run.declared_outputs[0] = declared;
+    return run;
+  };
+  return row;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, MaxPoolGradTest,
-    ::testing::Values(
-        PoolGradCase{"LeNet2x2",
-                     {1, 2, 6, 6},
-                     {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
-        PoolGradCase{"OddInputFloors",
-                     {2, 2, 7, 5},
-                     {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
-        PoolGradCase{"OverlappingWindowsAccumulate", {1, 1, 5, 5}, {{"kernel_shape", Attribute::Ints({3, 3})}}},
-        PoolGradCase{"PaddedStride2",
-                     {1, 2, 6, 5},
-                     {{"kernel_shape", Attribute::Ints({3, 3})},
-                      {"strides", Attribute::Ints({2, 2})},
-                      {"pads", Attribute::Ints({1, 1, 1, 1})}}},
-        PoolGradCase{
-            "OneDimensional", {2, 3, 9}, {{"kernel_shape", Attribute::Ints({3})}, {"strides", Attribute::Ints({3})}}}),
-    RowName());
-
-class AveragePoolGradTest : public ::testing::TestWithParam<PoolGradCase> {};
-
-TEST_P(AveragePoolGradTest, MatchesCentralDifferencesOfAveragePool) {
-  const PoolGradCase& c = GetParam();
-  const Tensor x = RandomTensor(c.x, 12);
-  const OneNode pool = OnnxNode("AveragePool", {x}, c.attributes);
-  const Tensor dy = RandomTensor(RunOneNode(pool)[0].shape(), 13);
-  OneNode run;
-  run.domain = "";
-  run.op = "AveragePoolGrad";
-  run.attributes = c.attributes;
-  run.inputs = {dy};
-  run.declared_outputs[0] = c.x;
-  const Tensor expected = CentralDifferenceVjp(OneNodeFunction(pool, 0), x, dy, 1e-5);
-  ExpectTensorNear(RunOneNode(run)[0], expected, 1e-8, c.name);
+std::vector<OpCase> MaxPoolGradRows() {
+  return {MaxPoolGradRow("LeNet2x2", {1, 2, 6, 6},
+                         {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}),
+          MaxPoolGradRow("OddInputFloors", {2, 2, 7, 5},
+                         {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}),
+          MaxPoolGradRow("OverlappingWindowsAccumulate", {1, 1, 5, 5}, {{"kernel_shape", Attribute::Ints({3, 3})}}),
+          MaxPoolGradRow("PaddedStride2", {1, 2, 6, 5},
+                         {{"kernel_shape", Attribute::Ints({3, 3})},
+                          {"strides", Attribute::Ints({2, 2})},
+                          {"pads", Attribute::Ints({1, 1, 1, 1})}}),
+          MaxPoolGradRow("OneDimensional", {2, 3, 9},
+                         {{"kernel_shape", Attribute::Ints({3})}, {"strides", Attribute::Ints({3})}})};
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, AveragePoolGradTest,
-    ::testing::Values(PoolGradCase{"Plain2x2",
-                                   {2, 2, 6, 6},
-                                   {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
-                      PoolGradCase{"OddInputFloors",
-                                   {1, 2, 7, 7},
-                                   {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}}},
-                      PoolGradCase{"PadsExcluded",
-                                   {1, 1, 5, 6},
-                                   {{"kernel_shape", Attribute::Ints({3, 3})},
-                                    {"strides", Attribute::Ints({2, 2})},
-                                    {"pads", Attribute::Ints({1, 1, 1, 1})},
-                                    {"count_include_pad", Attribute::Int(0)}}},
-                      PoolGradCase{"PadsIncluded",
-                                   {1, 1, 5, 6},
-                                   {{"kernel_shape", Attribute::Ints({3, 3})},
-                                    {"strides", Attribute::Ints({2, 2})},
-                                    {"pads", Attribute::Ints({1, 1, 1, 1})},
-                                    {"count_include_pad", Attribute::Int(1)}}},
-                      PoolGradCase{"OneDimensional", {2, 2, 8}, {{"kernel_shape", Attribute::Ints({3})}}},
-                      PoolGradCase{
-                          "ThreeDimensional",
-                          {1, 1, 4, 4, 5},
-                          {{"kernel_shape", Attribute::Ints({2, 2, 2})}, {"strides", Attribute::Ints({2, 2, 2})}}}),
-    RowName());
+class MaxPoolGradTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(MaxPoolGradTest, ScattersToTheIndicesMaxPoolReturns) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, MaxPoolGradTest, ::testing::ValuesIn(MaxPoolGradRows()), RowName());
+
+// An AveragePoolGrad row: against central differences through AveragePool.
+OpCase AveragePoolGradRow(std::string name, Shape x_shape, AttributeMap attributes) {
+  const Tensor x = RandomTensor(x_shape, 12);
+  const OneNode pool = OnnxNode("AveragePool", {x}, attributes);
+  auto dy = [pool] { return RandomTensor(RunOneNode(pool)[0].shape(), 13); };
+  OpCase row{std::move(name), OneNode{},
+             [=] { return std::vector<Tensor>{CentralDifferenceVjp(OneNodeFunction(pool, 0), x, dy(), 1e-5)}; }, 1e-8};
+  row.make_node = [=] {
+    OneNode run;
+    run.domain = "";
+    run.op = "AveragePoolGrad";
+    run.attributes = attributes;
+    run.inputs = {dy()};
+    run.declared_outputs[0] = x_shape;
+    return run;
+  };
+  return row;
+}
+
+std::vector<OpCase> AveragePoolGradRows() {
+  return {AveragePoolGradRow("Plain2x2", {2, 2, 6, 6},
+                             {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}),
+          AveragePoolGradRow("OddInputFloors", {1, 2, 7, 7},
+                             {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}}),
+          AveragePoolGradRow("PadsExcluded", {1, 1, 5, 6},
+                             {{"kernel_shape", Attribute::Ints({3, 3})},
+                              {"strides", Attribute::Ints({2, 2})},
+                              {"pads", Attribute::Ints({1, 1, 1, 1})},
+                              {"count_include_pad", Attribute::Int(0)}}),
+          AveragePoolGradRow("PadsIncluded", {1, 1, 5, 6},
+                             {{"kernel_shape", Attribute::Ints({3, 3})},
+                              {"strides", Attribute::Ints({2, 2})},
+                              {"pads", Attribute::Ints({1, 1, 1, 1})},
+                              {"count_include_pad", Attribute::Int(1)}}),
+          AveragePoolGradRow("OneDimensional", {2, 2, 8}, {{"kernel_shape", Attribute::Ints({3})}}),
+          AveragePoolGradRow("ThreeDimensional", {1, 1, 4, 4, 5},
+                             {{"kernel_shape", Attribute::Ints({2, 2, 2})}, {"strides", Attribute::Ints({2, 2, 2})}})};
+}
+
+class AveragePoolGradTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(AveragePoolGradTest, MatchesCentralDifferencesOfAveragePool) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, AveragePoolGradTest, ::testing::ValuesIn(AveragePoolGradRows()), RowName());
 
 // ---------------------------------------------------------------------------------------------
 // BatchNormInternal against the batch-statistics formula; BatchNormalizationGrad against central
 // differences of training-mode BatchNormalization
-
-struct BatchNormCase {
-  std::string name;
-  Shape x;
-  double epsilon = 1e-5, momentum = 0.9;
-  bool training = true;
-};
-void PrintTo(const BatchNormCase& c, std::ostream* os) { *os << c.name; }
 
 // Per-channel mean and population variance of x [N, C, ...].
 void ChannelMoments(const std::vector<double>& x, const Shape& shape, std::vector<double>& mean,
@@ -444,90 +425,99 @@ void ChannelMoments(const std::vector<double>& x, const Shape& shape, std::vecto
   }
 }
 
-class BatchNormInternalTest : public ::testing::TestWithParam<BatchNormCase> {};
-
-TEST_P(BatchNormInternalTest, MatchesBatchStatisticsFormula) {
-  const BatchNormCase& c = GetParam();
-  const int64_t channels = c.x[1], spatial = NumElements(c.x) / (c.x[0] * c.x[1]);
-  const std::vector<double> x = RandomValues(c.x, 14, -2, 3), scale = RandomValues({channels}, 15),
+// A BatchNormInternal row over X of `x_shape`: Y and, in training, the running and saved statistics, written out.
+OpCase BatchNormInternalRow(std::string name, Shape x_shape, double eps = 1e-5, double mom = 0.9,
+                            bool training = true) {
+  const int64_t channels = x_shape[1], spatial = NumElements(x_shape) / (x_shape[0] * x_shape[1]);
+  const std::vector<double> x = RandomValues(x_shape, 14, -2, 3), scale = RandomValues({channels}, 15),
                             bias = RandomValues({channels}, 16), running_mean = RandomValues({channels}, 17),
                             running_var = RandomValues({channels}, 18, 0.5, 2);
-  std::vector<double> mean, var;
-  ChannelMoments(x, c.x, mean, var);
-  if (!c.training) {
-    mean = running_mean;
-    var = running_var;
-  }
-  // The attributes are stored as float32: the reference uses those values.
-  const double epsilon = static_cast<float>(c.epsilon), momentum = static_cast<float>(c.momentum);
-  std::vector<double> y(x.size()), new_mean, new_var, inv_std;
-  for (int64_t ch = 0; ch < channels; ++ch) {
-    const size_t k = static_cast<size_t>(ch);
-    inv_std.push_back(1 / std::sqrt(var[k] + epsilon));
-    new_mean.push_back(momentum * running_mean[k] + (1 - momentum) * mean[k]);
-    new_var.push_back(momentum * running_var[k] + (1 - momentum) * var[k]);
-  }
-  for (size_t i = 0; i < x.size(); ++i) {
-    const size_t ch = static_cast<size_t>((static_cast<int64_t>(i) / spatial) % channels);
-    y[i] = (x[i] - mean[ch]) * inv_std[ch] * scale[ch] + bias[ch];
-  }
   OneNode run;
   run.op = "BatchNormInternal";
-  run.attributes = {{"epsilon", Attribute::Float(static_cast<float>(c.epsilon))},
-                    {"momentum", Attribute::Float(static_cast<float>(c.momentum))},
-                    {"training_mode", Attribute::Int(c.training ? 1 : 0)}};
-  run.inputs = {Doubles(x, c.x), Doubles(scale, {channels}), Doubles(bias, {channels}),
+  run.attributes = {{"epsilon", Attribute::Float(static_cast<float>(eps))},
+                    {"momentum", Attribute::Float(static_cast<float>(mom))},
+                    {"training_mode", Attribute::Int(training ? 1 : 0)}};
+  run.inputs = {Doubles(x, x_shape), Doubles(scale, {channels}), Doubles(bias, {channels}),
                 Doubles(running_mean, {channels}), Doubles(running_var, {channels})};
-  run.outputs = std::vector<bool>(c.training ? 5 : 1, true);
-  const std::vector<Tensor> out = RunOneNode(run);
-  ExpectValuesNear(out[0], c.x, y, 1e-12, c.name + " Y");
-  if (!c.training) return;
-  ExpectValuesNear(out[1], {channels}, new_mean, 1e-12, c.name + " running_mean");
-  ExpectValuesNear(out[2], {channels}, new_var, 1e-12, c.name + " running_var");
-  ExpectValuesNear(out[3], {channels}, mean, 1e-12, c.name + " saved_mean");
-  ExpectValuesNear(out[4], {channels}, inv_std, 1e-12, c.name + " saved_inv_std");
+  run.outputs = std::vector<bool>(training ? 5 : 1, true);
+  auto expected = [=] {
+    std::vector<double> mean, var;
+    ChannelMoments(x, x_shape, mean, var);
+    if (!training) {
+      mean = running_mean;
+      var = running_var;
+    }
+    // The attributes are stored as float32: the reference uses those values.
+    const double epsilon = static_cast<float>(eps), momentum = static_cast<float>(mom);
+    std::vector<double> y(x.size()), new_mean, new_var, inv_std;
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const size_t k = static_cast<size_t>(ch);
+      inv_std.push_back(1 / std::sqrt(var[k] + epsilon));
+      new_mean.push_back(momentum * running_mean[k] + (1 - momentum) * mean[k]);
+      new_var.push_back(momentum * running_var[k] + (1 - momentum) * var[k]);
+    }
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t ch = static_cast<size_t>((static_cast<int64_t>(i) / spatial) % channels);
+      y[i] = (x[i] - mean[ch]) * inv_std[ch] * scale[ch] + bias[ch];
+    }
+    if (!training) return std::vector<Tensor>{Doubles(y, x_shape)};
+    return std::vector<Tensor>{Doubles(y, x_shape), Doubles(new_mean, {channels}), Doubles(new_var, {channels}),
+                               Doubles(mean, {channels}), Doubles(inv_std, {channels})};
+  };
+  return OpCase{std::move(name), std::move(run), expected, 1e-12};
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, BatchNormInternalTest,
-                         ::testing::Values(BatchNormCase{"Image", {2, 3, 4, 4}},
-                                           BatchNormCase{"Rank2", {5, 4}, 1e-3, 0.8},
-                                           BatchNormCase{"OneDimensional", {3, 2, 6}, 1e-5, 0.5},
-                                           BatchNormCase{"InferenceUsesRunningStats", {2, 3, 3, 3}, 1e-5, 0.9, false}),
-                         RowName());
+std::vector<OpCase> BatchNormInternalRows() {
+  return {BatchNormInternalRow("Image", {2, 3, 4, 4}), BatchNormInternalRow("Rank2", {5, 4}, 1e-3, 0.8),
+          BatchNormInternalRow("OneDimensional", {3, 2, 6}, 1e-5, 0.5),
+          BatchNormInternalRow("InferenceUsesRunningStats", {2, 3, 3, 3}, 1e-5, 0.9, false)};
+}
 
-class BatchNormalizationGradTest : public ::testing::TestWithParam<BatchNormCase> {};
+class BatchNormInternalTest : public ::testing::TestWithParam<OpCase> {};
 
-TEST_P(BatchNormalizationGradTest, MatchesCentralDifferencesOfTrainingBatchNorm) {
-  const BatchNormCase& c = GetParam();
-  const int64_t channels = c.x[1];
-  const Tensor x = RandomTensor(c.x, 19, -2, 3), scale = RandomTensor({channels}, 20),
+TEST_P(BatchNormInternalTest, MatchesBatchStatisticsFormula) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, BatchNormInternalTest, ::testing::ValuesIn(BatchNormInternalRows()), RowName());
+
+// A BatchNormalizationGrad row (the batch's mean and inverse standard deviation as saved statistics): dX, dScale
+// and dB against central differences through training-mode BatchNormalization.
+OpCase BatchNormGradRow(std::string name, Shape x_shape, double epsilon = 1e-5) {
+  const int64_t channels = x_shape[1];
+  const Tensor x = RandomTensor(x_shape, 19, -2, 3), scale = RandomTensor({channels}, 20),
                bias = RandomTensor({channels}, 21);
   const Tensor running_mean = RandomTensor({channels}, 22), running_var = RandomTensor({channels}, 23, 0.5, 2);
-  const Tensor dy = RandomTensor(c.x, 24);
+  const Tensor dy = RandomTensor(x_shape, 24);
   std::vector<double> mean, var, inv_std;
-  ChannelMoments(x.ToDoubleVector(), c.x, mean, var);
-  for (double v : var) inv_std.push_back(1 / std::sqrt(v + c.epsilon));
-
+  ChannelMoments(x.ToDoubleVector(), x_shape, mean, var);
+  for (double v : var) inv_std.push_back(1 / std::sqrt(v + epsilon));
   OneNode run;
   run.op = "BatchNormalizationGrad";
-  run.attributes = {{"epsilon", Attribute::Float(static_cast<float>(c.epsilon))}};
+  run.attributes = {{"epsilon", Attribute::Float(static_cast<float>(epsilon))}};
   run.inputs = {dy, x, scale, Doubles(mean, {channels}), Doubles(inv_std, {channels})};
   run.outputs = std::vector<bool>(3, true);
-  const std::vector<Tensor> grads = RunOneNode(run);
-  const AttributeMap training = {{"epsilon", Attribute::Float(static_cast<float>(c.epsilon))},
-                                                     {"training_mode", Attribute::Int(1)}};
-  const std::vector<Tensor> inputs = {x, scale, bias, running_mean, running_var};
-  for (size_t k = 0; k < 3; ++k) {
-    const Tensor expected = CentralDifferenceVjp(
-        OneNodeFunction(OnnxNode("BatchNormalization", inputs, training, 3), k), inputs[k], dy, 1e-5);
-    ExpectTensorNear(grads[k], expected, 1e-6, c.name + " output " + std::to_string(k));
-  }
+  auto expected = [=] {
+    const AttributeMap training = {{"epsilon", Attribute::Float(static_cast<float>(epsilon))},
+                                   {"training_mode", Attribute::Int(1)}};
+    const std::vector<Tensor> inputs = {x, scale, bias, running_mean, running_var};
+    std::vector<Tensor> grads;
+    for (size_t k = 0; k < 3; ++k)
+      grads.push_back(CentralDifferenceVjp(OneNodeFunction(OnnxNode("BatchNormalization", inputs, training, 3), k),
+                                           inputs[k], dy, 1e-5));
+    return grads;
+  };
+  return OpCase{std::move(name), std::move(run), expected, 1e-6};
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, BatchNormalizationGradTest,
-                         ::testing::Values(BatchNormCase{"Image", {2, 3, 3, 4}}, BatchNormCase{"Rank2", {6, 3}, 1e-3},
-                                           BatchNormCase{"OneDimensional", {3, 2, 5}}),
-                         RowName());
+std::vector<OpCase> BatchNormGradRows() {
+  return {BatchNormGradRow("Image", {2, 3, 3, 4}), BatchNormGradRow("Rank2", {6, 3}, 1e-3),
+          BatchNormGradRow("OneDimensional", {3, 2, 5})};
+}
+
+class BatchNormalizationGradTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(BatchNormalizationGradTest, MatchesCentralDifferencesOfTrainingBatchNorm) { ExpectRowValues(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Rows, BatchNormalizationGradTest, ::testing::ValuesIn(BatchNormGradRows()), RowName());
 
 // ---------------------------------------------------------------------------------------------
 // AdamWOptimizer, SGDOptimizerV2, InplaceClipGradNorm against ORT's formulas written out
@@ -713,19 +703,19 @@ INSTANTIATE_TEST_SUITE_P(Rows, InplaceClipGradNormTest,
 // ---------------------------------------------------------------------------------------------
 // Bad inputs
 
-class OrtFusedErrorTest : public ::testing::TestWithParam<ErrorRow> {};
+class OrtFusedErrorTest : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OrtFusedErrorTest, FailsNamingTheNode) {
-  const ErrorRow& c = GetParam();
+  const OpCase& c = GetParam();
   const OneNode& run = c.node;
   const std::string node =
       "node '" + std::string(kOneNodeName) + "' (" + (run.domain.empty() ? "" : run.domain + ".") + run.op + ")";
   try {
     RunOneNodeValues(run);
-    ADD_FAILURE() << "expected an error containing: " << c.needle;
+    ADD_FAILURE() << "expected an error containing: " << c.error_needle;
   } catch (const Error& e) {
-    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(c.code)) << e.what();
-    EXPECT_NE(std::string(e.what()).find(node + ": " + c.needle), std::string::npos) << e.what();
+    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(c.error_code)) << e.what();
+    EXPECT_NE(std::string(e.what()).find(node + ": " + c.error_needle), std::string::npos) << e.what();
   }
 }
 
@@ -751,7 +741,7 @@ OneNode MaxPoolGradRun(Shape dy, Shape indices, std::vector<int64_t> index_value
   return run;
 }
 
-std::vector<ErrorRow> ErrorRows() {
+std::vector<OpCase> ErrorRows() {
   const AttributeMap pool2x2 = {{"kernel_shape", Attribute::Ints({2, 2})},
                                                     {"strides", Attribute::Ints({2, 2})}};
   const std::vector<bool> three_outputs(3, true);
@@ -836,7 +826,18 @@ std::vector<ErrorRow> ErrorRows() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OrtFusedErrorTest, ::testing::ValuesIn(ErrorRows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Rows, OrtFusedErrorTest,
+                         ::testing::ValuesIn(testing::RowsWith({testing::OrtFusedCases}, testing::HasError)),
+                         RowName());
 
 }  // namespace
+
+std::vector<testing::OpCase> testing::OrtFusedCases() {
+  std::vector<testing::OpCase> rows = ErrorRows();
+  for (auto* table : {MatMulRows, GemmRows, ConvGradRows, MaxPoolGradRows, AveragePoolGradRows, BatchNormInternalRows,
+                      BatchNormGradRows})
+    rows = Concat(table(), rows);
+  return rows;
+}
+
 }  // namespace edgetrain

@@ -21,18 +21,17 @@
 namespace edgetrain {
 namespace {
 
+using testing::CaseInput;
 using testing::CentralDifferenceVjp;
 using testing::Doubles;
-using testing::ErrorRow;
 using testing::ExpectRowError;
 using testing::ExpectRowValues;
-using testing::ValueRow;
 using testing::ExpectTensorNear;
 using testing::kOneNodeName;
-using testing::NodeInput;
 using testing::OneNode;
 using testing::OneNodeFunction;
 using testing::OnnxNode;
+using testing::OpCase;
 using testing::RandomTensor;
 using testing::RowName;
 using testing::RunOneNode;
@@ -152,8 +151,8 @@ Tensor RmsNorm(const Tensor& x, const Tensor& scale, double epsilon) {
 
 // ---- rows ----
 
-std::vector<ValueRow> ActivationRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> ActivationRows() {
+  std::vector<OpCase> rows;
   const Tensor x = AwayFromZero({3, 4}, 1, 0.05), dy = RandomTensor({3, 4}, 2);
   auto vjp_of = [x, dy](const std::string& op) { return [=] { return std::vector<Tensor>{Vjp(op, {x}, {}, 0, dy)}; }; };
   rows.push_back({"ReluGrad", {"ReluGrad", kMs, {dy, x}}, vjp_of("Relu")});
@@ -185,8 +184,8 @@ std::vector<ValueRow> ActivationRows() {
   return rows;
 }
 
-std::vector<ValueRow> SoftmaxRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> SoftmaxRows() {
+  std::vector<OpCase> rows;
   const Tensor x = RandomTensor({2, 3, 4}, 10, -2.0, 2.0), dy = RandomTensor({2, 3, 4}, 11);
   struct Config {
     const char* name;
@@ -218,8 +217,8 @@ std::vector<ValueRow> SoftmaxRows() {
   return rows;
 }
 
-std::vector<ValueRow> LossRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> LossRows() {
+  std::vector<OpCase> rows;
   struct Config {
     const char* name;
     Shape scores;
@@ -248,13 +247,13 @@ std::vector<ValueRow> LossRows() {
     auto expected = [=] {
       return std::vector<Tensor>{Vjp("SoftmaxCrossEntropyLoss", forward_inputs, forward_attrs, 0, dy, 2)};
     };
-    std::vector<NodeInput> grad_inputs = {dy, log_prob, c.labels};
+    std::vector<CaseInput> grad_inputs = {dy, log_prob, c.labels};
     if (c.weighted) grad_inputs.push_back(weights);
     rows.push_back({std::string("SoftmaxCrossEntropyLossGrad_") + c.name,
                     {"SoftmaxCrossEntropyLossGrad", kMs, grad_inputs, forward_attrs},
                     expected});
     // The Internal ops take ignore_index as an int64 input and add an optional bias to the gradient.
-    std::vector<NodeInput> internal_inputs = {dy, log_prob, c.labels, weights,
+    std::vector<CaseInput> internal_inputs = {dy, log_prob, c.labels, weights,
                                               c.ignore ? Int64s({*c.ignore}, {}) : Tensor()};
     rows.push_back({std::string("SoftmaxCrossEntropyLossInternalGrad_") + c.name,
                     {"SoftmaxCrossEntropyLossInternalGrad", kMs, internal_inputs, attrs},
@@ -268,7 +267,7 @@ std::vector<ValueRow> LossRows() {
                       const std::vector<double> b = bias.ToDoubleVector();
                       return std::vector<Tensor>{Map(grad, [&](double v, int64_t i) { return v + b[i]; })};
                     }});
-    std::vector<NodeInput> forward_internal = {scores, c.labels, weights,
+    std::vector<CaseInput> forward_internal = {scores, c.labels, weights,
                                                c.ignore ? Int64s({*c.ignore}, {}) : Tensor()};
     rows.push_back({std::string("SoftmaxCrossEntropyLossInternal_") + c.name,
                     {"SoftmaxCrossEntropyLossInternal", kMs, forward_internal, attrs, {true, true}},
@@ -278,8 +277,8 @@ std::vector<ValueRow> LossRows() {
   return rows;
 }
 
-std::vector<ValueRow> NormalizationRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> NormalizationRows() {
+  std::vector<OpCase> rows;
   struct Config {
     const char* name;
     Shape x, scale;
@@ -328,8 +327,8 @@ std::vector<ValueRow> NormalizationRows() {
   return rows;
 }
 
-std::vector<ValueRow> DropoutRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> DropoutRows() {
+  std::vector<OpCase> rows;
   const Shape shape = {5, 7};  // 35 elements: the bitmask has a partly used second word
   const Tensor dy = RandomTensor(shape, 60);
   const std::vector<bool> keep = RandomFlags(35, 61);
@@ -354,8 +353,8 @@ std::vector<ValueRow> DropoutRows() {
   return rows;
 }
 
-std::vector<ValueRow> IndexingRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> IndexingRows() {
+  std::vector<OpCase> rows;
   {
     const Tensor data = RandomTensor({5, 3}, 70), indices = Int64s({1, 4, 1, -1}, {4}), dy = RandomTensor({4, 3}, 71);
     auto expected = [=] { return std::vector<Tensor>{Vjp("Gather", {data, indices}, {}, 0, dy)}; };
@@ -400,8 +399,8 @@ std::vector<ValueRow> IndexingRows() {
   return rows;
 }
 
-std::vector<ValueRow> ElementwiseRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> ElementwiseRows() {
+  std::vector<OpCase> rows;
   const Tensor a = RandomTensor({2, 3}, 80), b = AwayFromZero({3}, 81, 0.5), dy = RandomTensor({2, 3}, 82);
   auto grad = [=](size_t wrt) { return Vjp("Div", {a, b}, {}, wrt, dy); };
   rows.push_back({"DivGrad_Broadcast", {"DivGrad", kMs, {dy, a, b}, {}, {true, true}}, [=] {
@@ -455,8 +454,8 @@ std::vector<ValueRow> ElementwiseRows() {
   return rows;
 }
 
-std::vector<ValueRow> AccumulatorRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> AccumulatorRows() {
+  std::vector<OpCase> rows;
   const Tensor buffer = RandomTensor({3, 4}, 90), value = RandomTensor({3, 4}, 91), row_value = RandomTensor({4}, 92);
   const Tensor updated = BoolTensor({true}, {1});
   const std::vector<double> v = value.ToDoubleVector(), r = row_value.ToDoubleVector();
@@ -502,24 +501,27 @@ std::vector<ValueRow> AccumulatorRows() {
   return rows;
 }
 
-std::vector<ValueRow> AllRows() {
-  std::vector<ValueRow> rows;
+std::vector<OpCase> AllRows() {
+  std::vector<OpCase> rows;
   for (auto family : {ActivationRows, SoftmaxRows, LossRows, NormalizationRows, DropoutRows, IndexingRows,
                       ElementwiseRows, AccumulatorRows}) {
-    for (ValueRow& row : family()) rows.push_back(std::move(row));
+    for (OpCase& row : family()) rows.push_back(std::move(row));
   }
   return rows;
 }
 
-class OrtGradientOp : public ::testing::TestWithParam<ValueRow> {};
+class OrtGradientOp : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OrtGradientOp, MatchesFloat64Reference) { ExpectRowValues(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOp, ::testing::ValuesIn(AllRows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOp,
+                         ::testing::ValuesIn(testing::RowsWith({testing::OrtGradientCases},
+                                                               testing::HasExpectedValues)),
+                         RowName());
 
 // ---- error rows: every failure is an edgetrain::Error naming the node ----
 
-std::vector<ErrorRow> ErrorRows() {
+std::vector<OpCase> ErrorRows() {
   const Tensor m34 = RandomTensor({3, 4}, 100), m43 = RandomTensor({4, 3}, 101), v4 = RandomTensor({4}, 102);
   const Tensor scalar = Doubles({1.0}, {});
   return {
@@ -630,11 +632,13 @@ std::vector<ErrorRow> ErrorRows() {
   };
 }
 
-class OrtGradientOpError : public ::testing::TestWithParam<ErrorRow> {};
+class OrtGradientOpError : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OrtGradientOpError, NamesTheNode) { ExpectRowError(GetParam()); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOpError, ::testing::ValuesIn(ErrorRows()), RowName());
+INSTANTIATE_TEST_SUITE_P(Rows, OrtGradientOpError,
+                         ::testing::ValuesIn(testing::RowsWith({testing::OrtGradientCases}, testing::HasError)),
+                         RowName());
 
 // ---- BitmaskDropout in training mode draws its mask: check the layout and its gradient instead ----
 
@@ -706,4 +710,7 @@ TEST(OrtGradientOpRegistry, RegistersEveryDomainOrtUses) {
 }
 
 }  // namespace
+
+std::vector<testing::OpCase> testing::OrtGradientCases() { return Concat(AllRows(), ErrorRows()); }
+
 }  // namespace edgetrain

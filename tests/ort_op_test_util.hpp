@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "op_case.hpp"
 #include "ops/kernel.hpp"
 #include "runtime/session.hpp"
 #include "test_util.hpp"
@@ -21,40 +22,6 @@ namespace edgetrain::testing {
 
 // The name of the node every one-node model runs; errors must name it.
 inline constexpr const char* kOneNodeName = "ort_op";
-
-// An input of the node: a tensor (an undefined one leaves the input out) or, from SequenceInput, a sequence.
-struct NodeInput : RuntimeValue {
-  NodeInput() = default;
-  NodeInput(Tensor t) : RuntimeValue(RuntimeValue::Of(std::move(t))) {}  // implicit, so rows list plain tensors
-  bool present() const { return is_sequence || tensor.defined(); }
-};
-
-inline NodeInput SequenceInput(TensorSequence tensors) {
-  NodeInput input;
-  input.is_sequence = true;
-  input.sequence = std::move(tensors);
-  return input;
-}
-
-// One node: `op` of `domain` over `inputs`. outputs[k] false leaves output k out of the node.
-struct OneNode {
-  std::string op;
-  std::string domain = kMicrosoftDomain;
-  std::vector<NodeInput> inputs;
-  AttributeMap attributes = {};
-  std::vector<bool> outputs = {true};
-  int64_t opset = 17;                             // of the ONNX domain
-  std::map<size_t, Shape> declared_outputs = {};  // output shapes the model declares (-1: symbolic batch)
-};
-
-// A forward node of the ONNX domain with all its `num_outputs` outputs requested.
-inline OneNode OnnxNode(const std::string& op, const std::vector<Tensor>& inputs,
-                        AttributeMap attributes, size_t num_outputs = 1, int64_t opset = 17) {
-  OneNode node{op, "", {inputs.begin(), inputs.end()}, std::move(attributes)};
-  node.outputs.assign(num_outputs, true);
-  node.opset = opset;
-  return node;
-}
 
 inline std::string OneNodeInput(size_t i) { return "in" + std::to_string(i); }
 
@@ -69,11 +36,12 @@ inline Model OneNodeModel(const OneNode& spec) {
   node.domain = spec.domain;
   node.attributes = spec.attributes;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const NodeInput& input = spec.inputs[i];
+    const CaseInput& input = spec.inputs[i];
     if (!input.present()) {
       node.inputs.push_back("");
       continue;
     }
+    EXPECT_FALSE(input.random) << spec.op << " input " << i << ": a one-node run takes fixed values";
     ValueInfo info;
     if (input.is_sequence) {
       info.name = OneNodeInput(i);
@@ -98,7 +66,7 @@ inline Model OneNodeModel(const OneNode& spec) {
   return m;
 }
 
-inline std::map<std::string, RuntimeValue> OneNodeFeeds(const std::vector<NodeInput>& inputs) {
+inline std::map<std::string, RuntimeValue> OneNodeFeeds(const std::vector<CaseInput>& inputs) {
   std::map<std::string, RuntimeValue> feeds;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].present()) feeds[OneNodeInput(i)] = inputs[i];
@@ -124,7 +92,7 @@ inline std::vector<Tensor> RunOneNode(const OneNode& spec) {
 inline std::function<Tensor(const Tensor&)> OneNodeFunction(const OneNode& spec, size_t which, size_t output = 0) {
   auto session = std::make_shared<Session>(OneNodeModel(spec));
   return [session, inputs = spec.inputs, which, output](const Tensor& x) {
-    std::vector<NodeInput> fed = inputs;
+    std::vector<CaseInput> fed = inputs;
     fed[which] = x;
     return session->RunValues(OneNodeFeeds(fed))[output].tensor;
   };
@@ -184,51 +152,28 @@ inline void ExpectTensorNear(const Tensor& actual, const Tensor& expected, doubl
   ExpectValuesNear(actual, expected.shape(), expected.ToDoubleVector(), tolerance, label);
 }
 
-// A node whose requested outputs must equal `expected()` (a float64 reference) within `tolerance`.
-struct ValueRow {
-  std::string name;
-  OneNode node;
-  std::function<std::vector<Tensor>()> expected;
-  double tolerance = 1e-6;
-};
-inline void PrintTo(const ValueRow& row, std::ostream* os) { *os << row.name; }
-
-inline void ExpectRowValues(const ValueRow& row) {
-  const std::vector<Tensor> actual = RunOneNode(row.node);
+// The expected-values check of a row: its node's requested outputs equal `expected()` within tolerance.
+inline void ExpectRowValues(const OpCase& row) {
+  ASSERT_TRUE(row.expected) << row.name << ": not an expected-values row";
+  const std::vector<Tensor> actual = RunOneNode(row.Node());
   const std::vector<Tensor> expected = row.expected();
   ASSERT_EQ(actual.size(), expected.size()) << row.name;
   for (size_t k = 0; k < actual.size(); ++k)
-    ExpectTensorNear(actual[k], expected[k], row.tolerance, row.name + " output " + std::to_string(k));
+    ExpectTensorNear(actual[k], expected[k], row.expected_tolerance, row.name + " output " + std::to_string(k));
 }
 
-// A node that must fail with `code` and a message containing `needle`.
-struct ErrorRow {
-  std::string name;
-  OneNode node;
-  ErrorCode code;
-  std::string needle;
-};
-inline void PrintTo(const ErrorRow& row, std::ostream* os) { *os << row.name; }
-
-// Runs the row's node: it must fail with the row's code and a message naming the node and the needle.
-inline void ExpectRowError(const ErrorRow& row) {
+// The typed-error check of a row: its node fails with the row's code and a message naming the node and the needle.
+inline void ExpectRowError(const OpCase& row) {
+  ASSERT_TRUE(row.error) << row.name << ": not an error row";
   try {
-    RunOneNodeValues(row.node);
-    ADD_FAILURE() << row.name << ": expected an error containing: " << row.needle;
+    RunOneNodeValues(row.Node());
+    ADD_FAILURE() << row.name << ": expected an error containing: " << row.error_needle;
   } catch (const Error& e) {
     const std::string message = e.what();
-    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(row.code)) << message;
+    EXPECT_EQ(ErrorCodeName(e.code()), ErrorCodeName(row.error_code)) << message;
     EXPECT_NE(message.find("node '" + std::string(kOneNodeName) + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find(row.needle), std::string::npos) << message;
+    EXPECT_NE(message.find(row.error_needle), std::string::npos) << message;
   }
 }
-
-// Parameterized rows are named by their `name`.
-struct RowName {
-  template <typename Row>
-  std::string operator()(const ::testing::TestParamInfo<Row>& info) const {
-    return info.param.name;
-  }
-};
 
 }  // namespace edgetrain::testing

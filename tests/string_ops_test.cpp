@@ -14,9 +14,9 @@
 namespace edgetrain {
 namespace {
 
-using testing::ErrorRow;
 using testing::ExpectRowError;
 using testing::OnnxNode;
+using testing::OpCase;
 using testing::RunOneNode;
 
 Tensor Strings(std::vector<std::string> values, Shape shape) { return Tensor::FromVector(values, std::move(shape)); }
@@ -219,7 +219,7 @@ TEST(StringOps, StringOutputsSurviveThePlannedRun) {
   }
 }
 
-std::vector<ErrorRow> BadStringRows() {
+std::vector<OpCase> BadStringRows() {
   const Tensor words = Strings({"a", "b"}, {2});
   const Tensor numbers = Tensor::FromVector<float>({1, 2}, {2});
   AttributeMap tfidf = {{"min_gram_length", Attribute::Int(1)}, {"max_gram_length", Attribute::Int(1)},
@@ -265,9 +265,11 @@ std::vector<ErrorRow> BadStringRows() {
   };
 }
 
-class BadStringInput : public ::testing::TestWithParam<ErrorRow> {};
+class BadStringInput : public ::testing::TestWithParam<OpCase> {};
 TEST_P(BadStringInput, IsATypedErrorNamingTheNode) { ExpectRowError(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(StringOps, BadStringInput, ::testing::ValuesIn(BadStringRows()), testing::RowName());
+INSTANTIATE_TEST_SUITE_P(StringOps, BadStringInput,
+                         ::testing::ValuesIn(testing::RowsWith({testing::StringOpsCases}, testing::HasError)),
+                         testing::RowName());
 
 TEST(StringOps, DifferentiatingThroughAStringIsATypedError) {
   Graph g;
@@ -290,4 +292,7 @@ TEST(StringOps, DifferentiatingThroughAStringIsATypedError) {
 }
 
 }  // namespace
+
+std::vector<testing::OpCase> testing::StringOpsCases() { return BadStringRows(); }
+
 }  // namespace edgetrain

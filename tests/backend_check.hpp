@@ -1,0 +1,70 @@
+// The fast-kernel check of the case table (tests/op_case.hpp): a row's node on oneDNN, or in float32,
+// against the reference kernels, both backends in one process (SetKernelBackend).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/kernel_backend.hpp"
+#include "ort_op_test_util.hpp"
+
+namespace edgetrain::testing {
+
+inline Tensor Float32Of(const Tensor& t) {
+  if (t.dtype() != DataType::kFloat64) return t;
+  const std::vector<double> values = t.ToDoubleVector();
+  return Tensor::FromVector<float>(std::vector<float>(values.begin(), values.end()), t.shape());
+}
+
+inline OneNode WithFloat32Inputs(OneNode node) {
+  for (CaseInput& input : node.inputs)
+    if (input.present()) input.tensor = Float32Of(input.tensor);
+  return node;
+}
+
+// The node's outputs on `backend`, with the ai.edgetrain domain imported (for the fused gradients).
+inline std::vector<Tensor> RunOnBackend(KernelBackend backend, const OneNode& node) {
+  SetKernelBackend(backend);
+  Model model = OneNodeModel(node);
+  model.opsets[kEdgetrainDomain] = 1;
+  std::vector<Tensor> tensors;
+  for (const RuntimeValue& value : Session(std::move(model)).RunValues(OneNodeFeeds(node.inputs)))
+    tensors.push_back(value.tensor);
+  return tensors;
+}
+
+// Each output within tolerance times the largest magnitude of the reference's output.
+inline void ExpectNearLargest(const std::vector<Tensor>& actual, const std::vector<Tensor>& reference, double tolerance,
+                              const std::string& label) {
+  ASSERT_EQ(actual.size(), reference.size()) << label;
+  for (size_t k = 0; k < reference.size(); ++k) {
+    const std::vector<double> expected = reference[k].ToDoubleVector();
+    double largest = 0.0;
+    for (double v : expected) largest = std::max(largest, std::abs(v));
+    ASSERT_GT(largest, 0.0) << label << " output " << k << " is all zeros";
+    ExpectValuesNear(actual[k], reference[k].shape(), expected, tolerance * largest,
+                     label + " output " + std::to_string(k));
+  }
+}
+
+// Runs the row's backend check with `backend` as the one under test (kDnnlVsReference: always oneDNN).
+inline void CheckBackends(const OpCase& row, KernelBackend backend, const std::string& label) {
+  ASSERT_NE(static_cast<int>(row.backends), static_cast<int>(BackendCheck::kNone)) << row.name << ": no backend check";
+  const OneNode node = row.Node();
+  if (row.backends == BackendCheck::kDnnlVsReference) {
+    const std::vector<Tensor> dnnl = RunOnBackend(KernelBackend::kDnnl, node);
+    ExpectNearLargest(dnnl, RunOnBackend(KernelBackend::kReference, node), row.backend_tolerance, label);
+    return;
+  }
+  const std::vector<Tensor> expected = RunOnBackend(KernelBackend::kReference, node);
+  const std::vector<Tensor> actual = RunOnBackend(backend, WithFloat32Inputs(node));
+  if (row.backends == BackendCheck::kFloat32VsFloat64) {
+    ExpectNearLargest(actual, expected, row.backend_tolerance, label);
+    return;
+  }
+  ASSERT_EQ(actual.size(), expected.size()) << label;
+  for (size_t k = 0; k < expected.size(); ++k)
+    ExpectValuesNear(actual[k], expected[k].shape(), expected[k].ToDoubleVector(), row.backend_tolerance, label);
+}
+
+}  // namespace edgetrain::testing
