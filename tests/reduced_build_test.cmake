@@ -152,7 +152,9 @@ onnx.save(m, sys.argv[2])
 ]] "${SOURCE}/models/mlp.onnx" "${WORK}/mlp64.onnx")
   run(GEN 0 "${CLI}" generate-artifacts "${WORK}/mlp64.onnx" -o "${WORK}/mlp64" --additional-output output)
   run(MLP64 nonzero "${app}" "${WORK}/mlp64" "${DATA}" "${WORK}/mlp64_out" --epochs 1 --limit 64)
-  expect_contains("${MLP64_ERR}" "${WORK}/mlp64/training_model.onnx: element type float64 of node")
+  expect_contains("${MLP64_ERR}" "et_training_session_create failed (code 3): ${WORK}/mlp64/training_model.onnx: element \
+type float64 of node '/net/net.0/Flatten' (ai.onnx, Flatten, 17) is left out of this operator-reduced build \
+(${WORK}/mlp.config lists it for no operator; `edgetrain reduce-ops MODEL...` lists what models need)")
 
 elseif(MODE STREQUAL "malformed")
   # Each config has one bad line (the third); the configure step stops there, naming the file and line.
