@@ -4,7 +4,8 @@
 # (-DEDGETRAIN_OPS_CONFIG) to the MNIST MLP, the LeNet-BN CNN and torchvision's MobileNetV2 training artifacts.
 #
 # Usage: bench/footprint.sh   (JOBS=2; FULL_BUILD=build: the full build, whose CLI makes the artifacts and configs)
-# About 30 minutes on 2 busy cores with a warm compiler cache: each reduced build compiles src/ops for its config.
+# About 20 minutes on 2 busy cores (load ~10) with a warm compiler cache: each reduced build compiles src/ops for its
+# config.
 # Artifacts, configs and builds go to build-footprint/ (builds two levels deep, as build/device-only is, so that the
 # compiler cache serves what the builds share). Needs what scripts/setup.sh installs (MobileNetV2 is exported from
 # Debian's python3-torchvision by bench/zoo.py).

@@ -4,7 +4,8 @@
 #   config:    reduce-ops lists the MLP artifacts' operators (and the fused ones a session puts in) with the header;
 #              a missing model and an empty directory are errors naming them.
 #   build:     a build reduced to the MLP's config trains the MLP artifacts through the C example, links no kernel
-#              the config leaves out, and refuses LeNet-BN's artifacts naming Conv and the config.
+#              the config leaves out, refuses LeNet-BN's artifacts naming Conv and the config, and the MLP's artifacts
+#              in float64 (an element type the config lacks) naming the type, the operator and the config.
 #   malformed: a bad config line fails the configure step naming the file and line.
 cmake_minimum_required(VERSION 3.22)
 
@@ -137,6 +138,23 @@ elseif(MODE STREQUAL "build")
   expect_contains("${LENET_ERR}" "operators left out of this operator-reduced build (${WORK}/mlp.config does not list")
   expect_contains("${LENET_ERR}" "(ai.onnx, Conv, ")
   expect_contains("${LENET_ERR}" "training_model.onnx")
+
+  # The MLP in float64: operators the config lists, an element type it does not; refused at session creation.
+  run(F64 0 /usr/bin/python3 -c [[
+import sys, onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+for i, t in enumerate(m.graph.initializer):
+    m.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype("float64"), t.name))
+for v in list(m.graph.input) + list(m.graph.output):
+    v.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+onnx.save(m, sys.argv[2])
+]] "${SOURCE}/models/mlp.onnx" "${WORK}/mlp64.onnx")
+  run(GEN 0 "${CLI}" generate-artifacts "${WORK}/mlp64.onnx" -o "${WORK}/mlp64" --additional-output output)
+  run(MLP64 nonzero "${app}" "${WORK}/mlp64" "${DATA}" "${WORK}/mlp64_out" --epochs 1 --limit 64)
+  expect_contains("${MLP64_ERR}" "et_training_session_create failed (code 3): ${WORK}/mlp64/training_model.onnx: element \
+type float64 of node '/net/net.0/Flatten' (ai.onnx, Flatten, 17) is left out of this operator-reduced build \
+(${WORK}/mlp.config lists it for no operator; `edgetrain reduce-ops MODEL...` lists what models need)")
 
 elseif(MODE STREQUAL "malformed")
   # Each config has one bad line (the third); the configure step stops there, naming the file and line.

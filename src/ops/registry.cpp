@@ -1,5 +1,6 @@
 // The one explicit list of every operator family. A new family adds its Register function here.
 #include "ops/registry.hpp"
+#include "ops/build_types.hpp"
 #include "ops/string_ops.hpp"
 
 #include <algorithm>
@@ -80,6 +81,16 @@ const OpRegistry& OpRegistry::Global() {
 }
 
 const char* OpRegistry::ReducedConfig() { return ops_config::kReduced ? ops_config::kConfigPath : nullptr; }
+
+bool ElementTypeInBuild(DataType type) {
+#ifdef EDGETRAIN_OPS_REDUCED
+  return type == DataType::kFloat32 || std::find(std::begin(kConfiguredTypes), std::end(kConfiguredTypes), type) !=
+                                           std::end(kConfiguredTypes);
+#else
+  (void)type;
+  return true;
+#endif
+}
 
 // Families register some operators together (one kernel for several ops, ORT's ops in two domains); of those, only
 // the (domain, op) pairs and opset ranges that the config names stay.

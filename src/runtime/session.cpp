@@ -1,4 +1,5 @@
 #include "runtime/session.hpp"
+#include "ops/build_types.hpp"
 #include "ops/string_ops.hpp"
 
 #if defined(__GLIBC__)
@@ -266,6 +267,38 @@ std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& m
     }
   }
   return missing;
+}
+
+// The first value of a node (in `graph` or its subgraphs) whose known element type a reduced build left out:
+// "float64 of node 'n' (ai.onnx, Gemm, 13)"; empty when there is none.
+static std::string LeftOutElementType(const Graph& graph, const Model& model, std::vector<const Graph*>& scopes) {
+  scopes.push_back(&graph);
+  auto type_of = [&](const std::string& value) {
+    for (auto g = scopes.rbegin(); g != scopes.rend(); ++g) {
+      if (auto it = (*g)->initializers.find(value); it != (*g)->initializers.end()) return it->second.dtype();
+      if (const ValueInfo* info = (*g)->FindValueInfo(value)) return info->dtype;
+    }
+    return DataType::kUndefined;
+  };
+  std::string found;
+  for (const auto& node : graph.nodes) {
+    for (const auto* values : {&node.inputs, &node.outputs})
+      for (const std::string& value : *values)
+        if (DataType t = value.empty() ? DataType::kUndefined : type_of(value);
+            found.empty() && t != DataType::kUndefined && !ElementTypeInBuild(t))
+          found = std::string(DataTypeName(t)) + " of node '" + node.name + "' (" +
+                  (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type + ", " +
+                  std::to_string(NodeOpset(node, model)) + ")";
+    for (const auto& [key, a] : node.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (const auto& sub : subs)
+        if (std::string inner = LeftOutElementType(*sub, model, scopes); found.empty()) found = inner;
+    }
+    if (!found.empty()) break;
+  }
+  scopes.pop_back();
+  return found;
 }
 
 // Executes one graph. A subgraph executor resolves names it does not define through its parent.
@@ -833,6 +866,13 @@ Session::Session(Model model, SessionOptions options)
     Fail(ErrorCode::kNotImplemented, model_.source, ": unsupported operators: ", list,
          GetOnnxSchemaHooks() ? "" : " (a device-only build has no ONNX schemas: an ONNX function op there must be "
                                      "expanded offline, as edgetrain generate-artifacts does)");
+  }
+  if (const char* config = OpRegistry::ReducedConfig()) {
+    std::vector<const Graph*> scopes;
+    if (std::string left_out = LeftOutElementType(model_.graph, model_, scopes); !left_out.empty())
+      Fail(ErrorCode::kNotImplemented, model_.source, ": element type ", left_out, " is left out of this ",
+           "operator-reduced build (", config, " lists it for no operator; `edgetrain reduce-ops MODEL...` lists ",
+           "what models need)");
   }
   if (options_.constant_folding) {
     auto can_fold = [&](const Node& n) {
