@@ -981,7 +981,8 @@ void RegisterConv(OpRegistry& r) {
     r.SetGradient("Conv", ConvGradient);
   }
   ET_IF_BUILT("ai.edgetrain", "ConvGrad")
-  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ConvGrad", ConvGradKernel, ConvGradFunction()));
+  WithAttributeParser<ConvAttributes>(
+      RegisterFused(r, "ConvGrad", ConvGradKernel, ET_TRAINING_BODY(ConvGradFunction())));
 }
 
 // ---------------------------------------------------------------------------------------------
