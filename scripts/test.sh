@@ -24,9 +24,10 @@ phase "reference kernels (oneDNN off) under ASan+UBSan+LSan: unit, training, gra
 sanitized=(edgetrain_cli unit_tests training_tests gradient_tests ort_ops_tests onnx_backend_tests c_api_test
   capi_wrapper_test reliability_tests fuzz_replay_onnx_model fuzz_replay_ort_model fuzz_replay_checkpoint
   fuzz_replay_training_artifacts fuzz_replay_data_files fuzz_replay_capi)
-# UBSan without vptr, pointer-overflow, alignment, null and object-size: ASan reports null and out-of-bounds
-# accesses itself, and these five checks took half of the sanitized library's compile time.
-ubsan_light="-fno-sanitize=vptr,pointer-overflow,alignment,null,object-size"
+# UBSan without vptr, pointer-overflow, null and object-size: ASan reports null and out-of-bounds accesses
+# itself, and these checks took about a third of the sanitized library's compile time (alignment stays: it
+# found the misaligned checkpoint reads).
+ubsan_light="-fno-sanitize=vptr,pointer-overflow,null,object-size"
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 $ubsan_light" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 $ubsan_light" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache \
