@@ -22,15 +22,21 @@ inline OneNode WithFloat32Inputs(OneNode node) {
   return node;
 }
 
-// The node's outputs on `backend`, with the ai.edgetrain domain imported (for the fused gradients).
-inline std::vector<Tensor> RunOnBackend(KernelBackend backend, const OneNode& node) {
-  SetKernelBackend(backend);
+// The node's outputs on the current kernel backend, with the ai.edgetrain domain imported (for the fused
+// gradients).
+inline std::vector<Tensor> RunNode(const OneNode& node) {
   Model model = OneNodeModel(node);
   model.opsets[kEdgetrainDomain] = 1;
   std::vector<Tensor> tensors;
   for (const RuntimeValue& value : Session(std::move(model)).RunValues(OneNodeFeeds(node.inputs)))
     tensors.push_back(value.tensor);
   return tensors;
+}
+
+// The node's outputs on `backend`.
+inline std::vector<Tensor> RunOnBackend(KernelBackend backend, const OneNode& node) {
+  SetKernelBackend(backend);
+  return RunNode(node);
 }
 
 // Each output within tolerance times the largest magnitude of the reference's output.

@@ -16,16 +16,6 @@
 namespace edgetrain::testing {
 namespace {
 
-// The node's outputs with the ai.edgetrain domain imported (for the fused gradients).
-std::vector<Tensor> RunNode(const OneNode& node) {
-  Model model = OneNodeModel(node);
-  model.opsets[kEdgetrainDomain] = 1;
-  std::vector<Tensor> tensors;
-  for (const RuntimeValue& value : Session(std::move(model)).RunValues(OneNodeFeeds(node.inputs)))
-    tensors.push_back(value.tensor);
-  return tensors;
-}
-
 // A gradient node of `domain` with its three outputs (dX and the parameters' gradients) requested.
 OneNode GradNode(const std::string& op, const std::string& domain, std::vector<CaseInput> inputs,
                  AttributeMap attributes, size_t outputs = 3) {
