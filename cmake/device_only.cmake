@@ -11,7 +11,21 @@ set_source_files_properties(
   src/runtime/arena_plan.cpp src/runtime/memory_budget.cpp
   src/training/training_session.cpp src/ops/registry.cpp src/core/dtype.cpp
   PROPERTIES COMPILE_OPTIONS -Os)
+# So are the operator families no training step spends its time in: strings, Det/Unique, optionals, the vision
+# operators (NonMaxSuppression, RoiAlign, GridSample) and control flow (whose bodies' kernels keep -O3).
+set_source_files_properties(
+  src/ops/string_ops.cpp src/ops/linalg_set.cpp src/ops/optional.cpp src/ops/vision.cpp src/ops/control_flow.cpp
+  PROPERTIES COMPILE_OPTIONS -Os)
 target_sources(edgetrain_device PRIVATE src/capi/c_api_device_only.cpp)
+# Programs link with identical code folding where the linker has it (gold): many element-type instances of a
+# kernel compile to the same machine code.
+if(NOT EMSCRIPTEN)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-fuse-ld=gold;-Wl,--icf=safe" EDGETRAIN_LINKER_ICF)
+  if(EDGETRAIN_LINKER_ICF)
+    add_link_options(-fuse-ld=gold -Wl,--icf=safe)
+  endif()
+endif()
 # Leaves out what only the offline library uses: gradient rules and the ONNX bodies of backward and optimizer ops
 # (src/ops/kernel.hpp), and training agents (c_api_device_only.cpp).
 target_compile_definitions(edgetrain_device PUBLIC EDGETRAIN_DEVICE_ONLY=1)
