@@ -1,4 +1,5 @@
 #include "ir/passes.hpp"
+#include "ir/scope.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -22,13 +23,9 @@ void EliminateDeadNodes(Graph& graph, const std::vector<std::string>& keep) {
     needed[order[k]] = true;
     for (const auto& i : n.inputs)
       if (!i.empty()) live.insert(i);
-    for (const auto& [key, a] : n.attributes) {  // subgraphs may read outer values
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs)
-        for (const auto& sn : sub->nodes)
-          for (const auto& i : sn.inputs) live.insert(i);
-    }
+    for (const Graph* sub : Subgraphs(n))  // subgraphs may read outer values
+      for (const auto& sn : sub->nodes)
+        for (const auto& i : sn.inputs) live.insert(i);
   }
   std::vector<Node> kept;
   for (size_t i = 0; i < graph.nodes.size(); ++i)
@@ -88,10 +85,7 @@ void CountReads(const Graph& graph, std::unordered_map<std::string, size_t>& rea
   for (const auto& n : graph.nodes) {
     for (const auto& i : n.inputs)
       if (!i.empty()) ++reads[i];
-    for (const auto& [key, a] : n.attributes) {
-      if (a.g) CountReads(*a.g, reads);
-      for (const auto& sub : a.graphs) CountReads(*sub, reads);
-    }
+    for (const Graph* sub : Subgraphs(n)) CountReads(*sub, reads);
   }
   for (const auto& o : graph.outputs) ++reads[o.name];
 }

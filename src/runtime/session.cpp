@@ -15,6 +15,7 @@
 
 #include "core/text.hpp"
 #include "ir/passes.hpp"
+#include "ir/scope.hpp"
 #include "onnx/importer.hpp"
 #include "ops/attributes.hpp"
 #include "onnx/schema_hooks.hpp"
@@ -236,34 +237,30 @@ void ValidateGraph(const Graph& graph, const std::string& source, const std::vec
     ET_CHECK(defined.count(out.name) || outer_set.count(out.name), ErrorCode::kInvalidModel, where,
              ": graph output '", out.name, "' is not computed by any node, nor a graph input or initializer");
   for (const auto& node : graph.nodes)
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) ValidateGraph(*sub, source, visible, depth + 1);
-    }
+    for (const Graph* sub : Subgraphs(node)) ValidateGraph(*sub, source, visible, depth + 1);
 }
 
 }  // namespace
+
+// A node's operator as an operator config line names it: "(ai.onnx, Gemm, 13)".
+static std::string ConfigLineOf(const Node& node, const Model& model) {
+  return "(" + (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type + ", " +
+         std::to_string(NodeOpset(node, model)) + ")";
+}
 
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model) {
   std::vector<std::string> missing;
   for (const auto& node : graph.nodes) {
     if (!OpRegistry::Global().Find(node.domain, node.op_type, NodeOpset(node, model))) {
-      const std::string opset = std::to_string(NodeOpset(node, model));
-      if (OpRegistry::ReducedConfig())  // the form of a config line
-        missing.push_back("(" + (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type +
-                          ", " + opset + ") of node '" + node.name + "'");
+      if (OpRegistry::ReducedConfig())
+        missing.push_back(ConfigLineOf(node, model) + " of node '" + node.name + "'");
       else
-        missing.push_back((node.domain.empty() ? "" : node.domain + ".") + node.op_type + "-" + opset + " (node '" +
-                          node.name + "')");
+        missing.push_back((node.domain.empty() ? "" : node.domain + ".") + node.op_type + "-" +
+                          std::to_string(NodeOpset(node, model)) + " (node '" + node.name + "')");
     }
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) {
-        auto inner = UnsupportedOperators(*sub, model);
-        missing.insert(missing.end(), inner.begin(), inner.end());
-      }
+    for (const Graph* sub : Subgraphs(node)) {
+      auto inner = UnsupportedOperators(*sub, model);
+      missing.insert(missing.end(), inner.begin(), inner.end());
     }
   }
   return missing;
@@ -286,15 +283,9 @@ static std::string LeftOutElementType(const Graph& graph, const Model& model, st
       for (const std::string& value : *values)
         if (DataType t = value.empty() ? DataType::kUndefined : type_of(value);
             found.empty() && t != DataType::kUndefined && !ElementTypeInBuild(t))
-          found = std::string(DataTypeName(t)) + " of node '" + node.name + "' (" +
-                  (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type + ", " +
-                  std::to_string(NodeOpset(node, model)) + ")";
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs)
-        if (std::string inner = LeftOutElementType(*sub, model, scopes); found.empty()) found = inner;
-    }
+          found = std::string(DataTypeName(t)) + " of node '" + node.name + "' " + ConfigLineOf(node, model);
+    for (const Graph* sub : Subgraphs(node))
+      if (std::string inner = LeftOutElementType(*sub, model, scopes); found.empty()) found = inner;
     if (!found.empty()) break;
   }
   scopes.pop_back();
@@ -634,17 +625,8 @@ class GraphExecutor {
   static void CollectReads(const Graph& graph, std::unordered_set<std::string>& read) {
     for (const auto& n : graph.nodes) {
       read.insert(n.inputs.begin(), n.inputs.end());
-      for (const auto& [key, a] : n.attributes) {
-        if (a.g) CollectReads(*a.g, read);
-        for (const auto& g : a.graphs) CollectReads(*g, read);
-      }
+      for (const Graph* sub : Subgraphs(n)) CollectReads(*sub, read);
     }
-  }
-
-  static bool HasSubgraph(const Node& node) {
-    for (const auto& [key, a] : node.attributes)
-      if (a.g || !a.graphs.empty()) return true;
-    return false;
   }
 
   std::vector<std::string> VisibleNames() const {
