@@ -546,12 +546,16 @@ class GraphExecutor {
     node.Describe();  // fills the cache here, so kernels' messages build no string during runs
     ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
              node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
-    if (step.kernel->parse_attributes)  // typed attributes, checked and kept for every run
-      step.state.objects.push_back(step.kernel->parse_attributes(node, step.opset));
+    KeepAttributes(step);
     for (const auto& in : node.inputs) step.inputs.push_back(InputSlot(in));
     for (const auto& out : node.outputs)
       step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
     return step;
+  }
+
+  // The node's typed attributes, parsed and checked once and kept for every run.
+  static void KeepAttributes(Step& step) {
+    if (step.kernel->parse_attributes) step.state.objects.push_back(step.kernel->parse_attributes(*step.node, step.opset));
   }
 
   // The slot a node reads: kNoSlot for an omitted input, a new outer slot for a name of an enclosing graph.
@@ -725,6 +729,7 @@ class GraphExecutor {
         again.inputs = mapped(original.inputs);
         again.outputs.assign(original.outputs.size(), kNoSlot);  // only the value; the rest to scratch
         again.outputs[0] = clone[list[next].value];
+        KeepAttributes(again);
         steps.push_back(std::move(again));
       }
       if (p >= forward_end_) steps_[p].inputs = mapped(steps_[p].inputs);
