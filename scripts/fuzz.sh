@@ -33,10 +33,9 @@ fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-status=0
-printf '%-20s %10s %8s %8s %s\n' harness executions cov ft result
-for harness in "${harnesses[@]}"; do
-  corpus=$work/$harness/corpus
+# Each harness runs in the background, at most EDGETRAIN_JOBS (default 2) at once: each still gets its full time.
+fuzz_one() {
+  local harness=$1 corpus=$work/$1/corpus dir
   mkdir -p "$corpus"
   for dir in tests/fuzz/corpus/$harness tests/fuzz/regressions/$harness; do
     [[ -d $dir ]] && cp -n "$dir"/* "$corpus"/ 2>/dev/null || true
@@ -52,14 +51,26 @@ for harness in "${harnesses[@]}"; do
           -o "$corpus/$model-set"
       done ;;
   esac
-  log=$work/$harness/last_run.log
-  if "$build/tests/fuzz/fuzz_$harness" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=17000 \
-      -max_len=400000 -print_final_stats=1 -artifact_prefix="$work/$harness/" >"$log" 2>&1; then
-    result=ok
-  else
+  local log=$work/$harness/last_run.log result=ok
+  if ! "$build/tests/fuzz/fuzz_$harness" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
+      -malloc_limit_mb=17000 -max_len=400000 -print_final_stats=1 -artifact_prefix="$work/$harness/" >"$log" 2>&1; then
     result="FAILED (see $log)"
-    status=1
   fi
+  echo "$result" >"$work/$harness/result"
+}
+
+for harness in "${harnesses[@]}"; do
+  while (($(jobs -rp | wc -l) >= ${EDGETRAIN_JOBS:-2})); do wait -n || true; done
+  rm -f "$work/$harness/result"
+  fuzz_one "$harness" &
+done
+wait
+status=0
+printf '%-20s %10s %8s %8s %s\n' harness executions cov ft result
+for harness in "${harnesses[@]}"; do
+  log=$work/$harness/last_run.log
+  result=$(cat "$work/$harness/result" 2>/dev/null || echo "FAILED (no result; see $log)")
+  [[ $result == ok ]] || status=1
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)
   ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)

@@ -7,7 +7,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$(pwd)")}"
-phase() { printf '== [%d:%02d] %s ==\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# Each phase line also says how busy the machine's cores were during the phase before it (from /proc/stat).
+cpu_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
+read -r busy0 idle0 < <(cpu_busy)
+phase() {
+  local busy idle
+  read -r busy idle < <(cpu_busy)
+  local total=$((busy - busy0 + idle - idle0))
+  printf '== [%d:%02d] %s ==' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+  ((total > 0)) && printf ' (the phase before: %d CPU-s busy, %d%% of the cores)' \
+    $(((busy - busy0) / $(getconf CLK_TCK))) $((100 * (busy - busy0) / total))
+  printf '\n'
+  busy0=$busy idle0=$idle
+}
 phase "set-up and build"
 scripts/setup.sh
 phase "WebAssembly build"

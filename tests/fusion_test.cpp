@@ -269,6 +269,57 @@ AttributeMap Pool(int64_t kernel, int64_t stride, AttributeMap more = {}) {
   return more;
 }
 
+AttributeMap Perm(std::vector<int64_t> perm) { return {{"perm", Attribute::Ints(std::move(perm))}}; }
+
+TEST_F(Fusion, MatMulReadsTransposedWeightsInPlace) {
+  ModelBuilder b({2, 3, 4});  // a 3-D activation times a weight stored [out, in], as PyTorch exports Linear
+  b.Initializer("w", {5, 4});
+  b.Overridable("w");  // a trainable weight is fed, so its Transpose is not folded to a constant
+  b.Add("Transpose", {"w"}, {"wt"}, Perm({1, 0}));
+  b.Add("MatMul", {"x", "wt"}, {"y"});
+  b.Output("y");
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 4}, 7)}, {"w", RandomFloats({5, 4}, 8)}}, "FusedMatMul");
+  b.Add("MatMul", {"wt", "wt2"}, {"z"});  // transposed on the left too: w^T [4, 5] x wt2 [5, 2]
+  b.Initializer("wt2", {5, 2});
+  b.Overridable("wt2");
+  b.Output("z");
+  ExpectFusion(b.model,
+               {{"x", RandomFloats({2, 3, 4}, 7)}, {"w", RandomFloats({5, 4}, 8)}, {"wt2", RandomFloats({5, 2}, 9)}},
+               "FusedMatMul,FusedMatMul");
+}
+
+TEST_F(Fusion, TransposeOfTransposeIsReadPastAndGemmWritesTheTransposedProduct) {
+  ModelBuilder b({6, 3});
+  b.Initializer("w", {6, 4});
+  b.Overridable("w");
+  b.Add("Transpose", {"w"}, {"wt"}, Perm({1, 0}));
+  b.Add("Transpose", {"wt"}, {"wtt"}, Perm({1, 0}));
+  b.Add("Gemm", {"x", "wtt"}, {"p"}, {{"transA", Attribute::Int(1)}, {"alpha", Attribute::Float(0.5f)}});
+  b.Add("Transpose", {"p"}, {"y"}, Perm({1, 0}));  // (0.5 x^T w)^T = 0.5 w^T x: one Gemm
+  b.Output("y");
+  ExpectFusion(b.model, {{"x", RandomFloats({6, 3}, 3)}, {"w", RandomFloats({6, 4}, 4)}}, "Gemm");
+}
+
+TEST_F(Fusion, TransposesOthersReadStay) {
+  ModelBuilder b({2, 4});
+  b.Initializer("w", {5, 4});
+  b.Overridable("w");
+  b.Add("Transpose", {"w"}, {"wt"}, Perm({1, 0}));
+  b.Add("Transpose", {"wt"}, {"wtt"}, Perm({1, 0}));
+  b.Add("MatMul", {"x", "wt"}, {"y"});
+  b.Output("y");
+  b.Output("wtt");  // a graph output keeps its Transpose
+  b.Add("Gemm", {"x", "wt", "c"}, {"g"});
+  b.Initializer("c", {2, 5});
+  b.Add("Transpose", {"g"}, {"gt"}, Perm({1, 0}));  // a Gemm with C keeps its Transpose
+  b.Output("gt");
+  b.Add("Transpose", {"y"}, {"yt"}, Perm({1, 0}));
+  b.Add("Transpose", {"yt"}, {"ytt"}, Perm({0, 1}));  // not a 2-D swap: stays
+  b.Output("ytt");
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 4}, 5)}, {"w", RandomFloats({5, 4}, 6)}},
+               "Transpose,Transpose,FusedMatMul,Gemm,Transpose,Transpose,Transpose");
+}
+
 TEST_F(Fusion, ConvReluMaxPoolAsLeNetHasIt) {
   ModelBuilder b({5, 1, 28, 28});  // LeNet's first layer, its BatchNorm folded first
   const std::string first =

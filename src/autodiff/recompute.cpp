@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ir/scope.hpp"
+
 namespace edgetrain {
 namespace {
 
@@ -27,12 +29,6 @@ bool IsIdentityDropout(const Graph& graph, const Node& node,
   if (ratio == constant_values.end() && graph.initializers.count(node.inputs[1]))
     return graph.initializers.at(node.inputs[1]).numel() == 1 && graph.initializers.at(node.inputs[1]).DoubleAt(0) == 0;
   return ratio != constant_values.end() && ratio->second->numel() == 1 && ratio->second->DoubleAt(0) == 0;
-}
-
-bool HasSubgraph(const Node& node) {
-  for (const auto& [key, attribute] : node.attributes)
-    if (attribute.g || !attribute.graphs.empty()) return true;
-  return false;
 }
 
 // Backward nodes that read a forward value for its shape or type only (Shape, Size, CastLike of a constant) move

@@ -136,6 +136,21 @@ const Tensor* Node::GetTensor(std::string_view key) const {
   return &a->t;
 }
 
+std::vector<const Graph*> Subgraphs(const Node& node) {
+  std::vector<const Graph*> subs;
+  for (const auto& [key, a] : node.attributes) {
+    for (const auto& g : a.graphs) subs.push_back(g.get());
+    if (a.g) subs.push_back(a.g.get());
+  }
+  return subs;
+}
+
+bool HasSubgraph(const Node& node) {
+  for (const auto& [key, a] : node.attributes)
+    if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
 const ValueInfo* Graph::FindValueInfo(const std::string& value) const {
   for (const auto& v : inputs)
     if (v.name == value) return &v;
@@ -160,15 +175,11 @@ static void CollectOuterReads(const Graph& g, std::unordered_set<std::string>& r
   for (const auto& n : g.nodes) {
     for (const auto& i : n.inputs)
       if (!i.empty() && !local.count(i)) reads.insert(i);
-    for (const auto& [key, a] : n.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) {
-        std::unordered_set<std::string> inner;
-        CollectOuterReads(*sub, inner);
-        for (const auto& r : inner)
-          if (!local.count(r)) reads.insert(r);
-      }
+    for (const Graph* sub : Subgraphs(n)) {
+      std::unordered_set<std::string> inner;
+      CollectOuterReads(*sub, inner);
+      for (const auto& r : inner)
+        if (!local.count(r)) reads.insert(r);
     }
   }
 }
@@ -185,12 +196,8 @@ std::vector<std::string> NodeReads(const Node& node) {
   std::vector<std::string> reads;
   for (const auto& in : node.inputs)
     if (!in.empty()) reads.push_back(in);
-  for (const auto& [key, a] : node.attributes) {
-    std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-    if (a.g) subs.push_back(a.g);
-    for (const auto& sub : subs)
-      for (auto& r : OuterReads(*sub)) reads.push_back(std::move(r));
-  }
+  for (const Graph* sub : Subgraphs(node))
+    for (auto& r : OuterReads(*sub)) reads.push_back(std::move(r));
   return reads;
 }
 

@@ -1,4 +1,5 @@
 #include "ir/passes.hpp"
+#include "ir/scope.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -22,13 +23,9 @@ void EliminateDeadNodes(Graph& graph, const std::vector<std::string>& keep) {
     needed[order[k]] = true;
     for (const auto& i : n.inputs)
       if (!i.empty()) live.insert(i);
-    for (const auto& [key, a] : n.attributes) {  // subgraphs may read outer values
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs)
-        for (const auto& sn : sub->nodes)
-          for (const auto& i : sn.inputs) live.insert(i);
-    }
+    for (const Graph* sub : Subgraphs(n))  // subgraphs may read outer values
+      for (const auto& sn : sub->nodes)
+        for (const auto& i : sn.inputs) live.insert(i);
   }
   std::vector<Node> kept;
   for (size_t i = 0; i < graph.nodes.size(); ++i)
@@ -88,10 +85,7 @@ void CountReads(const Graph& graph, std::unordered_map<std::string, size_t>& rea
   for (const auto& n : graph.nodes) {
     for (const auto& i : n.inputs)
       if (!i.empty()) ++reads[i];
-    for (const auto& [key, a] : n.attributes) {
-      if (a.g) CountReads(*a.g, reads);
-      for (const auto& sub : a.graphs) CountReads(*sub, reads);
-    }
+    for (const Graph* sub : Subgraphs(n)) CountReads(*sub, reads);
   }
   for (const auto& o : graph.outputs) ++reads[o.name];
 }
@@ -297,6 +291,92 @@ bool SameAttributes(const AttributeMap& a, const AttributeMap& b) {
 }
 
 }  // namespace
+
+namespace {
+
+bool IsTranspose2D(const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Transpose" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  const Attribute* perm = n.Find("perm");
+  return perm && perm->ints == std::vector<int64_t>{1, 0};
+}
+
+// The element type of `value` where the graph declares it.
+DataType DeclaredType(const Graph& graph, const std::string& value) {
+  if (auto it = graph.initializers.find(value); it != graph.initializers.end()) return it->second.dtype();
+  const ValueInfo* info = graph.FindValueInfo(value);
+  return info ? info->dtype : DataType::kUndefined;
+}
+
+}  // namespace
+
+size_t FoldTransposesIntoProducts(Graph& graph, bool fused_matmul) {
+  std::unordered_map<std::string, size_t> reads, top_level_reads, producer;
+  CountReads(graph, reads);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    for (const auto& i : graph.nodes[k].inputs) ++top_level_reads[i];
+    for (const auto& o : graph.nodes[k].outputs) producer[o] = k;
+  }
+  auto transpose_of = [&](const std::string& value) -> const Node* {
+    auto it = producer.find(value);
+    return it != producer.end() && IsTranspose2D(graph.nodes[it->second]) ? &graph.nodes[it->second] : nullptr;
+  };
+  std::vector<bool> removed(graph.nodes.size(), false);
+  size_t count = 0;
+  // Transpose(Transpose(x)) = x: its readers (all in this graph, none a graph output) read x.
+  std::unordered_map<std::string, std::string> restored;
+  for (const Node& n : graph.nodes)
+    if (const Node* inner = IsTranspose2D(n) ? transpose_of(n.inputs[0]) : nullptr;
+        inner && reads[n.outputs[0]] == top_level_reads[n.outputs[0]])
+      restored[n.outputs[0]] = inner->inputs[0];
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    Node& n = graph.nodes[k];
+    if (restored.count(n.outputs.empty() ? "" : n.outputs[0]) && IsTranspose2D(n)) {
+      removed[k] = true;
+      ++count;
+      continue;
+    }
+    for (auto& i : n.inputs)
+      if (auto it = restored.find(i); it != restored.end()) i = it->second;
+  }
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    Node& n = graph.nodes[k];
+    if (removed[k] || !n.domain.empty()) continue;
+    if (fused_matmul && n.op_type == "MatMul" && n.inputs.size() == 2 && n.outputs.size() == 1) {
+      const Node* ta = transpose_of(n.inputs[0]);
+      const Node* tb = transpose_of(n.inputs[1]);
+      const DataType t = DeclaredType(graph, (ta ? ta : tb) ? (ta ? ta : tb)->inputs[0] : n.inputs[0]);
+      if ((!ta && !tb) || (t != DataType::kFloat32 && t != DataType::kFloat64)) continue;
+      n.domain = kMicrosoftDomain;
+      n.op_type = "FusedMatMul";
+      n.opset = 1;  // the model need not import com.microsoft
+      n.attributes["transA"] = Attribute::Int(ta ? 1 : 0);
+      n.attributes["transB"] = Attribute::Int(tb ? 1 : 0);
+      if (ta) n.inputs[0] = ta->inputs[0];
+      if (tb) n.inputs[1] = tb->inputs[0];
+      ++count;
+    } else if (IsTranspose2D(n)) {
+      auto it = producer.find(n.inputs[0]);
+      if (it == producer.end() || removed[it->second] || reads[n.inputs[0]] != 1) continue;
+      Node& gemm = graph.nodes[it->second];
+      if (!gemm.domain.empty() || gemm.op_type != "Gemm" || gemm.outputs.size() != 1 ||
+          (gemm.inputs.size() > 2 && !gemm.inputs[2].empty()))
+        continue;
+      const int64_t trans_a = gemm.GetInt("transA", 0), trans_b = gemm.GetInt("transB", 0);
+      gemm.inputs.resize(2);
+      std::swap(gemm.inputs[0], gemm.inputs[1]);  // (op(A) op(B))^T = op(B)^T op(A)^T
+      gemm.attributes["transA"] = Attribute::Int(trans_b == 0 ? 1 : 0);
+      gemm.attributes["transB"] = Attribute::Int(trans_a == 0 ? 1 : 0);
+      gemm.outputs[0] = n.outputs[0];
+      removed[k] = true;
+      ++count;
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t k = 0; k < graph.nodes.size(); ++k)
+    if (!removed[k]) kept.push_back(std::move(graph.nodes[k]));
+  graph.nodes = std::move(kept);
+  return count;
+}
 
 size_t KeepRecurrentTraces(Graph& graph) {
   constexpr size_t kForwardInputs = 8, kForwardOutputs = 3, kTraceInput = 11;

@@ -47,6 +47,12 @@ size_t FuseConvReluMaxPool(Graph& graph);
 // the Conv's or Gemm's output (each kind only when asked). Returns the number of fusions.
 size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm = true);
 
+// Takes 2-D transposes out of matrix products: a Transpose of a Transpose that restores its input is read
+// past; MatMul(A, Transpose(W)) and MatMul(Transpose(W), B) of 2-D float32/float64 W become com.microsoft
+// FusedMatMul with transB/transA (when `fused_matmul`); Transpose(Gemm(A, B)) of a Gemm without C that
+// nothing else reads becomes Gemm(B, A) with swapped, flipped transposes. Returns the number of rewrites.
+size_t FoldTransposesIntoProducts(Graph& graph, bool fused_matmul = true);
+
 // Gives each LSTM node that an ai.edgetrain LSTMGrad node differentiates (the same eight inputs and
 // attributes) a fourth output, the gate values of its float fast path, which the LSTMGrad reads as its
 // input 11 instead of running the forward again; the LSTMGrad's outputs that nothing reads become omitted

@@ -15,6 +15,7 @@
 
 #include "core/text.hpp"
 #include "ir/passes.hpp"
+#include "ir/scope.hpp"
 #include "onnx/importer.hpp"
 #include "ops/attributes.hpp"
 #include "onnx/schema_hooks.hpp"
@@ -236,34 +237,30 @@ void ValidateGraph(const Graph& graph, const std::string& source, const std::vec
     ET_CHECK(defined.count(out.name) || outer_set.count(out.name), ErrorCode::kInvalidModel, where,
              ": graph output '", out.name, "' is not computed by any node, nor a graph input or initializer");
   for (const auto& node : graph.nodes)
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) ValidateGraph(*sub, source, visible, depth + 1);
-    }
+    for (const Graph* sub : Subgraphs(node)) ValidateGraph(*sub, source, visible, depth + 1);
 }
 
 }  // namespace
+
+// A node's operator as an operator config line names it: "(ai.onnx, Gemm, 13)".
+static std::string ConfigLineOf(const Node& node, const Model& model) {
+  return "(" + (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type + ", " +
+         std::to_string(NodeOpset(node, model)) + ")";
+}
 
 std::vector<std::string> UnsupportedOperators(const Graph& graph, const Model& model) {
   std::vector<std::string> missing;
   for (const auto& node : graph.nodes) {
     if (!OpRegistry::Global().Find(node.domain, node.op_type, NodeOpset(node, model))) {
-      const std::string opset = std::to_string(NodeOpset(node, model));
-      if (OpRegistry::ReducedConfig())  // the form of a config line
-        missing.push_back("(" + (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type +
-                          ", " + opset + ") of node '" + node.name + "'");
+      if (OpRegistry::ReducedConfig())
+        missing.push_back(ConfigLineOf(node, model) + " of node '" + node.name + "'");
       else
-        missing.push_back((node.domain.empty() ? "" : node.domain + ".") + node.op_type + "-" + opset + " (node '" +
-                          node.name + "')");
+        missing.push_back((node.domain.empty() ? "" : node.domain + ".") + node.op_type + "-" +
+                          std::to_string(NodeOpset(node, model)) + " (node '" + node.name + "')");
     }
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs) {
-        auto inner = UnsupportedOperators(*sub, model);
-        missing.insert(missing.end(), inner.begin(), inner.end());
-      }
+    for (const Graph* sub : Subgraphs(node)) {
+      auto inner = UnsupportedOperators(*sub, model);
+      missing.insert(missing.end(), inner.begin(), inner.end());
     }
   }
   return missing;
@@ -286,15 +283,9 @@ static std::string LeftOutElementType(const Graph& graph, const Model& model, st
       for (const std::string& value : *values)
         if (DataType t = value.empty() ? DataType::kUndefined : type_of(value);
             found.empty() && t != DataType::kUndefined && !ElementTypeInBuild(t))
-          found = std::string(DataTypeName(t)) + " of node '" + node.name + "' (" +
-                  (node.domain.empty() ? std::string("ai.onnx") : node.domain) + ", " + node.op_type + ", " +
-                  std::to_string(NodeOpset(node, model)) + ")";
-    for (const auto& [key, a] : node.attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
-      if (a.g) subs.push_back(a.g);
-      for (const auto& sub : subs)
-        if (std::string inner = LeftOutElementType(*sub, model, scopes); found.empty()) found = inner;
-    }
+          found = std::string(DataTypeName(t)) + " of node '" + node.name + "' " + ConfigLineOf(node, model);
+    for (const Graph* sub : Subgraphs(node))
+      if (std::string inner = LeftOutElementType(*sub, model, scopes); found.empty()) found = inner;
     if (!found.empty()) break;
   }
   scopes.pop_back();
@@ -555,12 +546,16 @@ class GraphExecutor {
     node.Describe();  // fills the cache here, so kernels' messages build no string during runs
     ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
              node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
-    if (step.kernel->parse_attributes)  // typed attributes, checked and kept for every run
-      step.state.objects.push_back(step.kernel->parse_attributes(node, step.opset));
+    KeepAttributes(step);
     for (const auto& in : node.inputs) step.inputs.push_back(InputSlot(in));
     for (const auto& out : node.outputs)
       step.outputs.push_back(out.empty() || !read.count(out) ? kNoSlot : AddSlot(out));
     return step;
+  }
+
+  // The node's typed attributes, parsed and checked once and kept for every run.
+  static void KeepAttributes(Step& step) {
+    if (step.kernel->parse_attributes) step.state.objects.push_back(step.kernel->parse_attributes(*step.node, step.opset));
   }
 
   // The slot a node reads: kNoSlot for an omitted input, a new outer slot for a name of an enclosing graph.
@@ -634,17 +629,8 @@ class GraphExecutor {
   static void CollectReads(const Graph& graph, std::unordered_set<std::string>& read) {
     for (const auto& n : graph.nodes) {
       read.insert(n.inputs.begin(), n.inputs.end());
-      for (const auto& [key, a] : n.attributes) {
-        if (a.g) CollectReads(*a.g, read);
-        for (const auto& g : a.graphs) CollectReads(*g, read);
-      }
+      for (const Graph* sub : Subgraphs(n)) CollectReads(*sub, read);
     }
-  }
-
-  static bool HasSubgraph(const Node& node) {
-    for (const auto& [key, a] : node.attributes)
-      if (a.g || !a.graphs.empty()) return true;
-    return false;
   }
 
   std::vector<std::string> VisibleNames() const {
@@ -743,6 +729,7 @@ class GraphExecutor {
         again.inputs = mapped(original.inputs);
         again.outputs.assign(original.outputs.size(), kNoSlot);  // only the value; the rest to scratch
         again.outputs[0] = clone[list[next].value];
+        KeepAttributes(again);
         steps.push_back(std::move(again));
       }
       if (p >= forward_end_) steps_[p].inputs = mapped(steps_[p].inputs);
@@ -889,6 +876,7 @@ Session::Session(Model model, SessionOptions options)
     FoldBatchNormIntoConv(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ConvReluMaxPool", 1)) FuseConvReluMaxPool(model_.graph);
     if (ops.Find("", "LSTM", 14) && ops.Find(kEdgetrainDomain, "LSTMGrad", 1)) KeepRecurrentTraces(model_.graph);
+    FoldTransposesIntoProducts(model_.graph, ops.Find(kMicrosoftDomain, "FusedMatMul", 1) != nullptr);
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
   }
