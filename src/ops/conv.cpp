@@ -350,6 +350,127 @@ bool IsPointwise(const ConvGeometry& g) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Stride-1 float convolutions without im2col's gathers. On the zero-padded input grid, output o and
+// kernel tap t read grid[flat(o) + offset(t)], so when every grid position p up to the last output's
+// is computed, im2col's row of tap t is the contiguous run grid[offset(t) + p]. Positions in the
+// grid's margins (past an output row) are computed and dropped; backward passes feed them zero.
+
+struct ShiftedGrid {
+  bool padded = false;          // the image is copied into a zero-padded grid first
+  bool output_layout = false;   // grid positions are the output's own (no margins): no compaction
+  int64_t plane = 0;            // grid values per channel
+  int64_t positions = 0;        // grid positions computed per image
+  Int64Vector pitch, out_pitch;  // per spatial dimension, of the grid and of the output
+  Int64Vector taps;             // each kernel tap's offset on the grid
+
+  // Unset (positions 0) unless the convolution is float, stride 1, and computing the margins costs at
+  // most as much as the outputs themselves.
+  template <typename T>
+  static ShiftedGrid Of(const ConvGeometry& g) {
+    ShiftedGrid s;
+    const size_t spatial = g.input.size();
+    if (!std::is_same_v<T, float> || spatial == 0) return s;
+    for (size_t d = 0; d < spatial; ++d) {
+      if (g.strides[d] != 1) return s;
+      s.padded = s.padded || g.pad_begin[d] != 0 || g.pad_end[d] != 0;
+    }
+    s.pitch.assign(spatial, 1);
+    s.out_pitch.assign(spatial, 1);
+    for (size_t d = spatial - 1; d > 0; --d) {
+      s.pitch[d - 1] = s.pitch[d] * (g.input[d] + g.pad_begin[d] + g.pad_end[d]);
+      s.out_pitch[d - 1] = s.out_pitch[d] * g.output[d];
+    }
+    s.plane = s.pitch[0] * (g.input[0] + g.pad_begin[0] + g.pad_end[0]);
+    s.positions = 1;
+    s.output_layout = true;
+    for (size_t d = 0; d < spatial; ++d) {
+      s.positions += (g.output[d] - 1) * s.pitch[d];
+      s.output_layout = s.output_layout && (g.output[d] <= 1 || s.pitch[d] == s.out_pitch[d]);
+    }
+    if (g.OutputSize() == 0 || s.positions > 2 * g.OutputSize()) return ShiftedGrid{};
+    Int64Vector koff(spatial, 0);
+    for (int64_t t = 0; t < g.KernelSize(); ++t) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < spatial; ++d) offset += koff[d] * g.dilations[d] * s.pitch[d];
+      s.taps.push_back(offset);
+      for (size_t d = spatial; d-- > 0;) {
+        if (++koff[d] < g.kernel[d]) break;
+        koff[d] = 0;
+      }
+    }
+    return s;
+  }
+  bool active() const { return positions > 0; }
+
+  // fn(index, grid_offset) for each run of `sizes`' last dimension, at `origin` + its position on the grid.
+  template <typename Fn>
+  void ForEachRow(const Int64Vector& sizes, int64_t origin, Fn&& fn) const {
+    const size_t spatial = sizes.size(), last = spatial - 1;
+    int64_t rows = 1;
+    for (size_t d = 0; d < last; ++d) rows *= sizes[d];
+    Int64Vector pos(spatial, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t offset = origin;
+      for (size_t d = 0; d < last; ++d) offset += pos[d] * pitch[d];
+      fn(r * sizes[last], offset);
+      for (size_t d = last; d-- > 0;) {
+        if (++pos[d] < sizes[d]) break;
+        pos[d] = 0;
+      }
+    }
+  }
+  int64_t InputOrigin(const ConvGeometry& g) const {
+    int64_t origin = 0;
+    for (size_t d = 0; d < g.input.size(); ++d) origin += g.pad_begin[d] * pitch[d];
+    return origin;
+  }
+};
+
+// The grids of `channels` planes of x (each `in_size` apart) with their zero padding.
+template <typename T>
+void FillGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, const T* x, T* grids) {
+  std::fill(grids, grids + channels * s.plane, T(0));
+  const int64_t in_size = g.InputSize(), width = g.input.back();
+  for (int64_t c = 0; c < channels; ++c)
+    s.ForEachRow(g.input, s.InputOrigin(g), [&](int64_t index, int64_t offset) {
+      std::copy(x + c * in_size + index, x + c * in_size + index + width, grids + c * s.plane + offset);
+    });
+}
+
+// The inverse for dX: the interior of each grid.
+template <typename T>
+void CropGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, const T* grids, T* x) {
+  const int64_t in_size = g.InputSize(), width = g.input.back();
+  for (int64_t c = 0; c < channels; ++c)
+    s.ForEachRow(g.input, s.InputOrigin(g), [&](int64_t index, int64_t offset) {
+      std::copy(grids + c * s.plane + offset, grids + c * s.plane + offset + width, x + c * in_size + index);
+    });
+}
+
+// col[(c, t), p] = grid_c[taps[t] + p] for the `positions` grid positions; rows `ld` apart.
+template <typename T>
+void UnfoldGrid(const ShiftedGrid& s, int64_t channels, const T* grids, int64_t grid_stride, T* col, int64_t ld) {
+  const int64_t taps = static_cast<int64_t>(s.taps.size());
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < taps; ++t) {
+      const T* src = grids + c * grid_stride + s.taps[static_cast<size_t>(t)];
+      std::copy(src, src + s.positions, col + (c * taps + t) * ld);
+    }
+}
+
+// The adjoint: grid_c[taps[t] + p] += col[(c, t), p].
+template <typename T>
+void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, T* grids, int64_t grid_stride) {
+  const int64_t taps = static_cast<int64_t>(s.taps.size());
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < taps; ++t) {
+      const T* __restrict src = col + (c * taps + t) * ld;
+      T* __restrict dst = grids + c * grid_stride + s.taps[static_cast<size_t>(t)];
+      for (int64_t p = 0; p < s.positions; ++p) dst[p] += src[p];
+    }
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
@@ -370,21 +491,56 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
     return;
   }
   const bool pointwise = IsPointwise(g);
-  const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * out_size);
-  NodeScratch<T> scratch(ctx, col_size * static_cast<size_t>(threads.num_threads()));
-  const std::span<T> cols = scratch.Take(col_size * static_cast<size_t>(threads.num_threads()));
+  const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+  const int64_t positions = grid.active() ? grid.positions : out_size;
+  // Per thread: the unfolded image, then on the grid path the padded grids and the output on the grid.
+  const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * positions);
+  const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
+  const size_t y_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
+  const size_t slot_size = col_size + grids_size + y_grid_size;
+  NodeScratch<T> scratch(ctx, slot_size * static_cast<size_t>(threads.num_threads()));
+  const std::span<T> cols = scratch.Take(slot_size * static_cast<size_t>(threads.num_threads()));
   ForEachImageGroup(threads, g.batch, g.group, mg * rows * out_size, [&](int64_t n, int64_t grp, ThreadPool* pool,
                                                                         int64_t slot) {
     const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
     T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+    if (grid.active() && !grid.output_layout) {
+      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
+      T* grids = col + col_size;
+      T* y_grid = grids + grids_size;
+      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
+      UnfoldGrid(grid, cg, grid.padded ? grids : x_ng, grid.padded ? grid.plane : in_size, col, positions);
+      Gemm<T>(false, false, mg, positions, rows, T(1), wp + grp * mg * rows, rows, col, positions, T(0), y_grid,
+              positions, pool);
+      const int64_t width = g.output.back();
+      for (int64_t m = 0; m < mg; ++m) {
+        const T bias = bp ? bp[grp * mg + m] : T(0);
+        grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+          const T* src = y_grid + m * positions + offset;
+          T* dst = y_ng + m * out_size + index;
+          if (relu) {
+            for (int64_t i = 0; i < width; ++i) dst[i] = std::max(src[i] + bias, T(0));
+          } else {
+            for (int64_t i = 0; i < width; ++i) dst[i] = src[i] + bias;
+          }
+        });
+      }
+      return;
+    }
     T beta = T(0);
     if (bp) {
       for (int64_t m = 0; m < mg; ++m) std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp[grp * mg + m]);
       beta = T(1);
     }
     const T* columns = x_ng;
-    if (!pointwise) {
-      T* col = cols.data() + static_cast<size_t>(slot) * col_size;
+    if (grid.active()) {  // the grid is the output's layout: only padding can stand between it and x
+      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
+      T* grids = col + col_size;
+      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
+      UnfoldGrid(grid, cg, grid.padded ? grids : x_ng, grid.padded ? grid.plane : in_size, col, positions);
+      columns = col;
+    } else if (!pointwise) {
+      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
       Im2Col(g, cg, x_ng, col);
       columns = col;
     }
@@ -671,8 +827,48 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
   const bool pointwise = IsPointwise(g);
   const ConvGeometry back = ColumnsToImage(g);
   const bool needs_columns = !pointwise;
+  const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+  const int64_t positions = grid.active() ? grid.positions : out_size;
+  const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
+  const size_t dy_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
+  // On the grid path: dW += dY_grid * unfold(grid(X))^T, dX = crop(fold(W^T * dY_grid)); `col` is followed by
+  // the padded grids and dY on the grid (zero in the margins).
+  auto grid_step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
+    const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
+    const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
+    T* grids = col + rows * positions;
+    const T* dy_grid = dy_ng;
+    if (!grid.output_layout) {
+      T* spread = grids + grids_size;
+      std::fill(spread, spread + mg * positions, T(0));
+      const int64_t width = g.output.back();
+      for (int64_t m = 0; m < mg; ++m)
+        grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+          std::copy(dy_ng + m * out_size + index, dy_ng + m * out_size + index + width, spread + m * positions + offset);
+        });
+      dy_grid = spread;
+    }
+    const T* planes = grid.padded ? grids : x_ng;
+    const int64_t plane_stride = grid.padded ? grid.plane : in_size;
+    if (dw_group) {
+      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
+      UnfoldGrid(grid, cg, planes, plane_stride, col, positions);
+      Gemm<T>(false, true, mg, rows, positions, T(1), dy_grid, positions, col, positions, first ? T(0) : T(1),
+              dw_group, rows, pool);
+    }
+    if (dx) {
+      T* dx_ng = dx + (n * g.in_channels + grp * cg) * in_size;
+      Gemm<T>(true, false, rows, positions, mg, T(1), w + grp * mg * rows, rows, dy_grid, positions, T(0), col,
+              positions, pool);
+      T* target = grid.padded ? grids : dx_ng;
+      std::fill(target, target + cg * plane_stride, T(0));
+      FoldGrid(grid, cg, col, positions, target, plane_stride);
+      if (grid.padded) CropGrids(g, grid, cg, grids, dx_ng);
+    }
+  };
   // One (image, group): dW rows of the group get the product (overwritten when `first`).
   auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
+    if (grid.active()) return grid_step(n, grp, dw_group, first, col, pool);
     const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
     const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
     if (dw_group) {
@@ -707,7 +903,7 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
   const int64_t num_threads = threads.num_threads();
   const int64_t work_per_item = mg * rows * out_size;
   // One im2col buffer per chunk and, for dW summed over batch chunks, a partial dW per chunk but the first.
-  const size_t col_size = needs_columns ? static_cast<size_t>(rows * out_size) : 0;
+  const size_t col_size = needs_columns ? static_cast<size_t>(rows * positions) + grids_size + dy_grid_size : 0;
   const size_t slots = static_cast<size_t>(num_threads);
   NodeScratch<T> scratch(ctx, (col_size + static_cast<size_t>(w_size)) * slots);
   const std::span<T> cols = scratch.Take(col_size * slots);
