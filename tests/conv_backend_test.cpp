@@ -128,14 +128,14 @@ std::vector<OpCase> ConvBackendCases() {
                  {{"group", Attribute::Int(2)}, {"dilations", Ints({2, 3})}, {"pads", Ints({1, 0, 2, 1})}}, false);
   AddConvFloat32(rows, "DepthwiseSame", {2, 5, 6, 5}, {5, 1, 3, 3},
                  {{"group", Attribute::Int(5)}, {"auto_pad", Attribute::String("SAME_UPPER")}});
-  AddConvFloat32(rows, "OneDimensional", {2, 3, 13}, {4, 3, 4}, {{"pads", Ints({2, 1})}, {"dilations", Ints({2})}});
+  AddConvFloat32(rows, "OneDimensional", {2, 3, 13}, {14, 3, 4}, {{"pads", Ints({2, 1})}, {"dilations", Ints({2})}});
   AddConvFloat32(rows, "ThreeDimensional", {1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {{"pads", Ints({1, 0, 1, 0, 1, 1})}});
   AddConvFloat32(rows, "OneOutputRow", {2, 2, 3, 7}, {3, 2, 3, 3}, {{"pads", Ints({0, 1, 0, 1})}});
   // Margins larger than the outputs: im2col in float32 too.
   AddConvFloat32(rows, "WideKernelSmallImage", {2, 2, 2, 2}, {3, 2, 7, 7}, {{"pads", Ints({3, 3, 3, 3})}});
   AddConvFloat32(rows, "GradWithoutDX", {2, 3, 6, 7}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
                  {false, true, true});
-  AddConvFloat32(rows, "GradWithoutDW", {2, 3, 6, 7}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
+  AddConvFloat32(rows, "GradWithoutDW", {2, 3, 6, 7}, {7, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
                  {true, false, false});
   return rows;
 }

@@ -362,7 +362,7 @@ struct ShiftedGrid {
   int64_t plane = 0;            // grid values per channel
   int64_t positions = 0;        // grid positions computed per image
   Int64Vector pitch, out_pitch;  // per spatial dimension, of the grid and of the output
-  Int64Vector taps;             // each kernel tap's offset on the grid
+  Int64Vector kernel, dilations;
 
   // Unset (positions 0) unless the convolution is float, stride 1, and computing the margins costs at
   // most as much as the outputs themselves.
@@ -389,19 +389,28 @@ struct ShiftedGrid {
       s.output_layout = s.output_layout && (g.output[d] <= 1 || s.pitch[d] == s.out_pitch[d]);
     }
     if (g.OutputSize() == 0 || s.positions > 2 * g.OutputSize()) return ShiftedGrid{};
-    Int64Vector koff(spatial, 0);
-    for (int64_t t = 0; t < g.KernelSize(); ++t) {
-      int64_t offset = 0;
-      for (size_t d = 0; d < spatial; ++d) offset += koff[d] * g.dilations[d] * s.pitch[d];
-      s.taps.push_back(offset);
-      for (size_t d = spatial; d-- > 0;) {
-        if (++koff[d] < g.kernel[d]) break;
-        koff[d] = 0;
-      }
-    }
+    s.kernel = g.kernel;
+    s.dilations = g.dilations;
     return s;
   }
   bool active() const { return positions > 0; }
+
+  // fn(t, offset) for each kernel tap t (row-major) and its offset on the grid.
+  template <typename Fn>
+  void ForEachTap(Fn&& fn) const {
+    const size_t spatial = kernel.size();
+    Int64Vector koff(spatial, 0);
+    const int64_t taps = ConvGeometry::Product(kernel);
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < spatial; ++d) offset += koff[d] * dilations[d] * pitch[d];
+      fn(t, offset);
+      for (size_t d = spatial; d-- > 0;) {
+        if (++koff[d] < kernel[d]) break;
+        koff[d] = 0;
+      }
+    }
+  }
 
   // fn(index, grid_offset) for each run of `sizes`' last dimension, at `origin` + its position on the grid.
   template <typename Fn>
@@ -451,27 +460,188 @@ void CropGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, co
 // col[(c, t), p] = grid_c[taps[t] + p] for the `positions` grid positions; rows `ld` apart.
 template <typename T>
 void UnfoldGrid(const ShiftedGrid& s, int64_t channels, const T* grids, int64_t grid_stride, T* col, int64_t ld) {
-  const int64_t taps = static_cast<int64_t>(s.taps.size());
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t t = 0; t < taps; ++t) {
-      const T* src = grids + c * grid_stride + s.taps[static_cast<size_t>(t)];
+  const int64_t taps = ConvGeometry::Product(s.kernel);
+  s.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const T* src = grids + c * grid_stride + offset;
       std::copy(src, src + s.positions, col + (c * taps + t) * ld);
     }
+  });
 }
 
-// The adjoint: grid_c[taps[t] + p] += col[(c, t), p].
+// The adjoint: grid_c[offset(t) + p] += col[(c, t), p].
 template <typename T>
 void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, T* grids, int64_t grid_stride) {
-  const int64_t taps = static_cast<int64_t>(s.taps.size());
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t t = 0; t < taps; ++t) {
+  const int64_t taps = ConvGeometry::Product(s.kernel);
+  s.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < channels; ++c) {
       const T* __restrict src = col + (c * taps + t) * ld;
-      T* __restrict dst = grids + c * grid_stride + s.taps[static_cast<size_t>(t)];
+      T* __restrict dst = grids + c * grid_stride + offset;
       for (int64_t p = 0; p < s.positions; ++p) dst[p] += src[p];
     }
+  });
 }
 
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
+// The forward pass on the grid without unfolding: register tiles of MR output channels by NV vectors of
+// grid positions sum every (input channel, tap) of the group, read from the grids at its offset. The
+// weights are packed per strip of output channels ([channel, tap][strip rows]).
+template <int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridForwardStrip(int64_t depth, const int64_t* offsets, const float* w, const float* grids,
+                                            float* out, int64_t ld) {
+  typedef float V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(float));
+  constexpr int NR = NV * L;
+  for (int64_t p0 = 0; p0 < ld; p0 += NR) {
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = V{};
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* src = grids + offsets[k] + p0;
+      V bv[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], src + j * L, sizeof(V));
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const float av = w[k * MR + i];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) __builtin_memcpy(out + i * ld + p0 + j * L, &acc[i][j], sizeof(V));
+  }
+}
+
+// Strips of output channels: whole tiles of MR rows, a last one padded to MR when more than half full,
+// else strips of 2 and 1 rows. fn(first_row, rows, tile_rows) for each.
+template <typename Fn>
+void ForEachStrip(int64_t channels, int64_t mr, Fn&& fn) {
+  int64_t m = 0;
+  for (; channels - m >= mr || 2 * (channels - m) > mr; m += mr) fn(m, std::min(mr, channels - m), mr);
+  for (; m + 2 <= channels; m += 2) fn(m, int64_t{2}, int64_t{2});
+  if (m < channels) fn(m, int64_t{1}, int64_t{1});
+}
+
+template <int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridForwardStrips(int64_t channels, int64_t depth, const int64_t* offsets,
+                                             const float* packed, const float* grids, float* out, int64_t ld) {
+  ForEachStrip(channels, MR, [&](int64_t m, int64_t, int64_t tile_rows) {
+    const float* w = packed + m * depth;
+    if (tile_rows == MR) {
+      GridForwardStrip<MR, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+    } else if (tile_rows == 2) {
+      GridForwardStrip<2, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+    } else {
+      GridForwardStrip<1, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+    }
+  });
+}
+
+// Tile rows (MR) and positions (NR) per vector width, as gemm.hpp's micro-kernel.
+struct GridTile {
+  int64_t rows, width;
+};
+
+GridTile GridTileForCpu() {
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  return CpuHasAvx2Fma() ? GridTile{6, 16} : GridTile{6, 8};
+#elif defined(__AVX2__)
+  return {6, 16};
+#elif defined(__aarch64__)
+  return {8, 12};
+#else
+  return {6, 8};
+#endif
+}
+
+void GridForwardBaseline(int64_t channels, int64_t depth, const int64_t* offsets, const float* packed,
+                         const float* grids, float* out, int64_t ld) {
+#if defined(__AVX2__)
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld);
+#elif defined(__aarch64__)
+  GridForwardStrips<8, 3, 16>(channels, depth, offsets, packed, grids, out, ld);
+#else
+  GridForwardStrips<6, 2, 16>(channels, depth, offsets, packed, grids, out, ld);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+__attribute__((target("avx2,fma"))) void GridForwardAvx2(int64_t channels, int64_t depth, const int64_t* offsets,
+                                                         const float* packed, const float* grids, float* out,
+                                                         int64_t ld) {
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld);
+}
+#endif
+
+// y = conv(x, w) + b, then max(y, 0) when `relu`, through GridForwardStrips: per (image, group), the
+// image's grids (with `tile.width` values of slack for the last tile), the output on the grid, then its
+// outputs copied out.
+void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGrid& grid, const float* xp,
+                     const float* wp, const float* bp, float* yp, bool relu) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t taps = g.KernelSize(), depth = cg * taps, in_size = g.InputSize(), out_size = g.OutputSize();
+  const GridTile tile = GridTileForCpu();
+  int64_t rows = 0;  // output channels of a group, rounded up to whole strips
+  ForEachStrip(mg, tile.rows, [&](int64_t, int64_t, int64_t tile_rows) { rows += tile_rows; });
+  const int64_t ld = (grid.positions + tile.width - 1) / tile.width * tile.width;
+  const size_t grids_size = static_cast<size_t>(cg * grid.plane + tile.width);
+  const size_t slot_size = grids_size + static_cast<size_t>(rows * ld);
+  const size_t packed_size = static_cast<size_t>(g.group * rows * depth);
+  const size_t slots = static_cast<size_t>(threads.num_threads());
+  NodeScratch<float> scratch(ctx, packed_size + slot_size * slots);
+  const std::span<float> packed = scratch.Take(packed_size);
+  const std::span<float> per_slot = scratch.Take(slot_size * slots);
+  NodeScratch<int64_t> offset_scratch(ctx, static_cast<size_t>(depth));
+  int64_t* offsets = offset_scratch.Take(static_cast<size_t>(depth)).data();
+  grid.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < cg; ++c) offsets[c * taps + t] = c * grid.plane + offset;
+  });
+  for (int64_t grp = 0; grp < g.group; ++grp)
+    ForEachStrip(mg, tile.rows, [&](int64_t m0, int64_t strip_rows, int64_t tile_rows) {
+      float* dst = packed.data() + (grp * rows + m0) * depth;
+      for (int64_t k = 0; k < depth; ++k)
+        for (int64_t i = 0; i < tile_rows; ++i)
+          dst[k * tile_rows + i] = i < strip_rows ? wp[(grp * mg + m0 + i) * depth + k] : 0.0f;
+    });
+  const int64_t width = g.output.back();
+  const int64_t grid_work = rows * ld * depth;
+  ForEachImageGroup(threads, g.batch, g.group, grid_work, [&](int64_t n, int64_t grp, ThreadPool*, int64_t slot) {
+    float* grids = per_slot.data() + static_cast<size_t>(slot) * slot_size;
+    float* out = grids + grids_size;
+    FillGrids(g, grid, cg, xp + (n * g.in_channels + grp * cg) * in_size, grids);
+    std::fill(grids + cg * grid.plane, grids + grids_size, 0.0f);
+    const float* w = packed.data() + grp * rows * depth;
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+    if (CpuHasAvx2Fma()) {
+      GridForwardAvx2(mg, depth, offsets, w, grids, out, ld);
+    } else {
+      GridForwardBaseline(mg, depth, offsets, w, grids, out, ld);
+    }
+#else
+    GridForwardBaseline(mg, depth, offsets, w, grids, out, ld);
+#endif
+    float* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+    for (int64_t m = 0; m < mg; ++m) {
+      const float bias = bp ? bp[grp * mg + m] : 0.0f;
+      grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+        const float* src = out + m * ld + offset;
+        float* dst = y_ng + m * out_size + index;
+        if (relu) {
+          for (int64_t i = 0; i < width; ++i) dst[i] = std::max(src[i] + bias, 0.0f);
+        } else {
+          for (int64_t i = 0; i < width; ++i) dst[i] = src[i] + bias;
+        }
+      });
+    }
+  });
+}
+
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
                  bool relu = false) {
@@ -491,56 +661,25 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
     return;
   }
   const bool pointwise = IsPointwise(g);
-  const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
-  const int64_t positions = grid.active() ? grid.positions : out_size;
-  // Per thread: the unfolded image, then on the grid path the padded grids and the output on the grid.
-  const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * positions);
-  const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
-  const size_t y_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
-  const size_t slot_size = col_size + grids_size + y_grid_size;
-  NodeScratch<T> scratch(ctx, slot_size * static_cast<size_t>(threads.num_threads()));
-  const std::span<T> cols = scratch.Take(slot_size * static_cast<size_t>(threads.num_threads()));
+  if constexpr (std::is_same_v<T, float>) {
+    const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+    if (grid.active()) return GridConvForward(ctx, g, grid, xp, wp, bp, yp, relu);
+  }
+  const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * out_size);
+  NodeScratch<T> scratch(ctx, col_size * static_cast<size_t>(threads.num_threads()));
+  const std::span<T> cols = scratch.Take(col_size * static_cast<size_t>(threads.num_threads()));
   ForEachImageGroup(threads, g.batch, g.group, mg * rows * out_size, [&](int64_t n, int64_t grp, ThreadPool* pool,
                                                                         int64_t slot) {
     const T* x_ng = xp + (n * g.in_channels + grp * cg) * in_size;
     T* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
-    if (grid.active() && !grid.output_layout) {
-      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
-      T* grids = col + col_size;
-      T* y_grid = grids + grids_size;
-      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
-      UnfoldGrid(grid, cg, grid.padded ? grids : x_ng, grid.padded ? grid.plane : in_size, col, positions);
-      Gemm<T>(false, false, mg, positions, rows, T(1), wp + grp * mg * rows, rows, col, positions, T(0), y_grid,
-              positions, pool);
-      const int64_t width = g.output.back();
-      for (int64_t m = 0; m < mg; ++m) {
-        const T bias = bp ? bp[grp * mg + m] : T(0);
-        grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
-          const T* src = y_grid + m * positions + offset;
-          T* dst = y_ng + m * out_size + index;
-          if (relu) {
-            for (int64_t i = 0; i < width; ++i) dst[i] = std::max(src[i] + bias, T(0));
-          } else {
-            for (int64_t i = 0; i < width; ++i) dst[i] = src[i] + bias;
-          }
-        });
-      }
-      return;
-    }
     T beta = T(0);
     if (bp) {
       for (int64_t m = 0; m < mg; ++m) std::fill(y_ng + m * out_size, y_ng + (m + 1) * out_size, bp[grp * mg + m]);
       beta = T(1);
     }
     const T* columns = x_ng;
-    if (grid.active()) {  // the grid is the output's layout: only padding can stand between it and x
-      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
-      T* grids = col + col_size;
-      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
-      UnfoldGrid(grid, cg, grid.padded ? grids : x_ng, grid.padded ? grid.plane : in_size, col, positions);
-      columns = col;
-    } else if (!pointwise) {
-      T* col = cols.data() + static_cast<size_t>(slot) * slot_size;
+    if (!pointwise) {
+      T* col = cols.data() + static_cast<size_t>(slot) * col_size;
       Im2Col(g, cg, x_ng, col);
       columns = col;
     }
