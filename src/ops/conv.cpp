@@ -457,19 +457,7 @@ void CropGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, co
     });
 }
 
-// col[(c, t), p] = grid_c[taps[t] + p] for the `positions` grid positions; rows `ld` apart.
-template <typename T>
-void UnfoldGrid(const ShiftedGrid& s, int64_t channels, const T* grids, int64_t grid_stride, T* col, int64_t ld) {
-  const int64_t taps = ConvGeometry::Product(s.kernel);
-  s.ForEachTap([&](int64_t t, int64_t offset) {
-    for (int64_t c = 0; c < channels; ++c) {
-      const T* src = grids + c * grid_stride + offset;
-      std::copy(src, src + s.positions, col + (c * taps + t) * ld);
-    }
-  });
-}
-
-// The adjoint: grid_c[offset(t) + p] += col[(c, t), p].
+// dX's unfolded rows added back: grid_c[offset(t) + p] += col[(c, t), p].
 template <typename T>
 void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, T* grids, int64_t grid_stride) {
   const int64_t taps = ConvGeometry::Product(s.kernel);
@@ -544,18 +532,18 @@ EDGETRAIN_GEMM_INLINE void GridForwardStrips(int64_t channels, int64_t depth, co
 
 // Tile rows (MR) and positions (NR) per vector width, as gemm.hpp's micro-kernel.
 struct GridTile {
-  int64_t rows, width;
+  int64_t rows, width, lanes;  // lanes: floats per vector
 };
 
 GridTile GridTileForCpu() {
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
-  return CpuHasAvx2Fma() ? GridTile{6, 16} : GridTile{6, 8};
+  return CpuHasAvx2Fma() ? GridTile{6, 16, 8} : GridTile{6, 8, 4};
 #elif defined(__AVX2__)
-  return {6, 16};
+  return {6, 16, 8};
 #elif defined(__aarch64__)
-  return {8, 12};
+  return {8, 12, 4};
 #else
-  return {6, 8};
+  return {6, 8, 4};
 #endif
 }
 
@@ -578,6 +566,139 @@ __attribute__((target("avx2,fma"))) void GridForwardAvx2(int64_t channels, int64
 }
 #endif
 
+// dW on the grid: tiles of MB output channels by KB (input channel, tap) pairs hold vectors of partial
+// sums of dY_grid[m, p] * grid[offset(k) + p] over the image's positions, then add them to `sums`
+// ([m][k][lane]); the lanes are summed once the batch is done.
+template <int MB, int KB, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsTile(int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                                           const float* grids, float* sums, int64_t m0, int64_t k0) {
+  typedef float V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(float));
+  V acc[MB][KB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) acc[i][j] = V{};
+  for (int64_t p = 0; p < ld; p += L) {
+    V d[MB];
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) __builtin_memcpy(&d[i], dy + (m0 + i) * ld + p, sizeof(V));
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) {
+      V xv;
+      __builtin_memcpy(&xv, grids + offsets[k0 + j] + p, sizeof(V));
+#pragma GCC unroll 8
+      for (int i = 0; i < MB; ++i) acc[i][j] += d[i] * xv;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) {
+      float* sum = sums + ((m0 + i) * depth + k0 + j) * L;
+      V old;
+      __builtin_memcpy(&old, sum, sizeof(V));
+      old += acc[i][j];
+      __builtin_memcpy(sum, &old, sizeof(V));
+    }
+}
+
+template <int MB, int KB, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsRows(int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                                           const float* grids, float* sums, int64_t m0) {
+  int64_t k0 = 0;
+  for (; k0 + KB <= depth; k0 += KB) GridWeightsTile<MB, KB, Bytes>(depth, offsets, dy, ld, grids, sums, m0, k0);
+  for (; k0 < depth; ++k0) GridWeightsTile<MB, 1, Bytes>(depth, offsets, dy, ld, grids, sums, m0, k0);
+}
+
+template <int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsImage(int64_t channels, int64_t depth, const int64_t* offsets, const float* dy,
+                                            int64_t ld, const float* grids, float* sums) {
+  int64_t m0 = 0;
+  for (; m0 + 4 <= channels; m0 += 4) GridWeightsRows<4, 3, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
+  for (; m0 < channels; ++m0) GridWeightsRows<1, 6, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
+}
+
+void GridWeightsBaseline(int64_t channels, int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                         const float* grids, float* sums) {
+#if defined(__AVX2__)
+  GridWeightsImage<32>(channels, depth, offsets, dy, ld, grids, sums);
+#else
+  GridWeightsImage<16>(channels, depth, offsets, dy, ld, grids, sums);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+__attribute__((target("avx2,fma"))) void GridWeightsAvx2(int64_t channels, int64_t depth, const int64_t* offsets,
+                                                         const float* dy, int64_t ld, const float* grids, float* sums) {
+  GridWeightsImage<32>(channels, depth, offsets, dy, ld, grids, sums);
+}
+#endif
+
+// offsets[(c, t)] = c * plane + the tap's offset, for the `channels` grids of one group.
+void GridOffsets(const ShiftedGrid& grid, int64_t channels, int64_t* offsets) {
+  const int64_t taps = ConvGeometry::Product(grid.kernel);
+  grid.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < channels; ++c) offsets[c * taps + t] = c * grid.plane + offset;
+  });
+}
+
+// dW of a stride-1 float convolution through GridWeightsImage: batch chunks in parallel, each with its own
+// lane sums for every group, summed in double at the end.
+void GridConvWeights(KernelContext& ctx, const ConvGeometry& g, const ShiftedGrid& grid, const float* dy,
+                     const float* x, float* dw) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t depth = cg * g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+  const GridTile tile = GridTileForCpu();
+  const int64_t ld = (grid.positions + tile.width - 1) / tile.width * tile.width;
+  const int64_t w_size = g.out_channels * depth;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads.num_threads(), g.batch));
+  const size_t grids_size = static_cast<size_t>(cg * grid.plane + tile.width);
+  const size_t slot_size = grids_size + static_cast<size_t>(mg * ld) + static_cast<size_t>(w_size * tile.lanes);
+  NodeScratch<float> scratch(ctx, slot_size * static_cast<size_t>(chunks));
+  const std::span<float> slots = scratch.Take(slot_size * static_cast<size_t>(chunks));
+  NodeScratch<int64_t> offset_scratch(ctx, static_cast<size_t>(depth));
+  int64_t* offsets = offset_scratch.Take(static_cast<size_t>(depth)).data();
+  GridOffsets(grid, cg, offsets);
+  const int64_t width = g.output.back();
+  ForEachChunk(threads, g.batch, chunks, [&](int64_t c, int64_t first, int64_t last) {
+    float* grids = slots.data() + static_cast<size_t>(c) * slot_size;
+    float* dy_grid = grids + grids_size;
+    float* sums = dy_grid + mg * ld;
+    std::fill(sums, sums + w_size * tile.lanes, 0.0f);
+    for (int64_t n = first; n < last; ++n)
+      for (int64_t grp = 0; grp < g.group; ++grp) {
+        FillGrids(g, grid, cg, x + (n * g.in_channels + grp * cg) * in_size, grids);
+        std::fill(grids + cg * grid.plane, grids + grids_size, 0.0f);
+        const float* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
+        std::fill(dy_grid, dy_grid + mg * ld, 0.0f);
+        for (int64_t m = 0; m < mg; ++m)
+          grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+            std::copy(dy_ng + m * out_size + index, dy_ng + m * out_size + index + width, dy_grid + m * ld + offset);
+          });
+        float* group_sums = sums + grp * mg * depth * tile.lanes;
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+        if (CpuHasAvx2Fma()) {
+          GridWeightsAvx2(mg, depth, offsets, dy_grid, ld, grids, group_sums);
+          continue;
+        }
+#endif
+        GridWeightsBaseline(mg, depth, offsets, dy_grid, ld, grids, group_sums);
+      }
+  });
+  threads.ParallelFor(w_size, 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double sum = 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* lanes = slots.data() + static_cast<size_t>(c) * slot_size + grids_size + mg * ld + i * tile.lanes;
+        for (int64_t l = 0; l < tile.lanes; ++l) sum += lanes[l];
+      }
+      dw[i] = static_cast<float>(sum);
+    }
+  });
+}
+
 // y = conv(x, w) + b, then max(y, 0) when `relu`, through GridForwardStrips: per (image, group), the
 // image's grids (with `tile.width` values of slack for the last tile), the output on the grid, then its
 // outputs copied out.
@@ -599,9 +720,7 @@ void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGri
   const std::span<float> per_slot = scratch.Take(slot_size * slots);
   NodeScratch<int64_t> offset_scratch(ctx, static_cast<size_t>(depth));
   int64_t* offsets = offset_scratch.Take(static_cast<size_t>(depth)).data();
-  grid.ForEachTap([&](int64_t t, int64_t offset) {
-    for (int64_t c = 0; c < cg; ++c) offsets[c * taps + t] = c * grid.plane + offset;
-  });
+  GridOffsets(grid, cg, offsets);
   for (int64_t grp = 0; grp < g.group; ++grp)
     ForEachStrip(mg, tile.rows, [&](int64_t m0, int64_t strip_rows, int64_t tile_rows) {
       float* dst = packed.data() + (grp * rows + m0) * depth;
@@ -970,10 +1089,9 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
   const int64_t positions = grid.active() ? grid.positions : out_size;
   const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
   const size_t dy_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
-  // On the grid path: dW += dY_grid * unfold(grid(X))^T, dX = crop(fold(W^T * dY_grid)); `col` is followed by
-  // the padded grids and dY on the grid (zero in the margins).
-  auto grid_step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
-    const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
+  // dX on the grid path (GridConvWeights takes dW): dX = crop(fold(W^T * dY_grid)); `col` is followed by the
+  // padded grids and dY on the grid (zero in the margins).
+  auto grid_step = [&](int64_t n, int64_t grp, T* col, ThreadPool* pool) {
     const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
     T* grids = col + rows * positions;
     const T* dy_grid = dy_ng;
@@ -987,27 +1105,18 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
         });
       dy_grid = spread;
     }
-    const T* planes = grid.padded ? grids : x_ng;
     const int64_t plane_stride = grid.padded ? grid.plane : in_size;
-    if (dw_group) {
-      if (grid.padded) FillGrids(g, grid, cg, x_ng, grids);
-      UnfoldGrid(grid, cg, planes, plane_stride, col, positions);
-      Gemm<T>(false, true, mg, rows, positions, T(1), dy_grid, positions, col, positions, first ? T(0) : T(1),
-              dw_group, rows, pool);
-    }
-    if (dx) {
-      T* dx_ng = dx + (n * g.in_channels + grp * cg) * in_size;
-      Gemm<T>(true, false, rows, positions, mg, T(1), w + grp * mg * rows, rows, dy_grid, positions, T(0), col,
-              positions, pool);
-      T* target = grid.padded ? grids : dx_ng;
-      std::fill(target, target + cg * plane_stride, T(0));
-      FoldGrid(grid, cg, col, positions, target, plane_stride);
-      if (grid.padded) CropGrids(g, grid, cg, grids, dx_ng);
-    }
+    T* dx_ng = dx + (n * g.in_channels + grp * cg) * in_size;
+    Gemm<T>(true, false, rows, positions, mg, T(1), w + grp * mg * rows, rows, dy_grid, positions, T(0), col, positions,
+            pool);
+    T* target = grid.padded ? grids : dx_ng;
+    std::fill(target, target + cg * plane_stride, T(0));
+    FoldGrid(grid, cg, col, positions, target, plane_stride);
+    if (grid.padded) CropGrids(g, grid, cg, grids, dx_ng);
   };
   // One (image, group): dW rows of the group get the product (overwritten when `first`).
   auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
-    if (grid.active()) return grid_step(n, grp, dw_group, first, col, pool);
+    if (grid.active()) return grid_step(n, grp, col, pool);
     const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
     const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
     if (dw_group) {
@@ -1038,6 +1147,13 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
     if (dx)
       Gemm<T>(false, false, g.batch, rows, g.out_channels, T(1), dy, g.out_channels, w, rows, T(0), dx, rows, &threads);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (grid.active() && dw && g.batch > 0) {
+      GridConvWeights(ctx, g, grid, dy, x, dw);
+      dw = nullptr;
+      if (!dx) return;
+    }
   }
   const int64_t num_threads = threads.num_threads();
   const int64_t work_per_item = mg * rows * out_size;
