@@ -133,6 +133,13 @@ std::vector<OpCase> ConvBackendCases() {
   AddConvFloat32(rows, "OneOutputRow", {2, 2, 3, 7}, {3, 2, 3, 3}, {{"pads", Ints({0, 1, 0, 1})}});
   // Margins larger than the outputs: im2col in float32 too.
   AddConvFloat32(rows, "WideKernelSmallImage", {2, 2, 2, 2}, {3, 2, 7, 7}, {{"pads", Ints({3, 3, 3, 3})}});
+  // More weights than GridConvWeights keeps partial sums for (with 8 lanes): im2col for ConvGrad.
+  AddConvFloat32(rows, "ManyWeights", {1, 128, 3, 3}, {128, 128, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}});
+  OneNode fused = OnnxNode("ConvReluMaxPool", {RandomTensor({2, 3, 8, 9}, 15), RandomTensor({5, 3, 3, 3}, 16)},
+                           {{"pads", Ints({1, 1, 1, 1})}, {"pool_kernel_shape", Ints({2, 2})},
+                            {"pool_strides", Ints({2, 2})}});
+  fused.domain = kEdgetrainDomain;
+  rows.push_back(BackendCase("Float32ConvReluMaxPool", fused, BackendCheck::kFloat32VsFloat64));
   AddConvFloat32(rows, "GradWithoutDX", {2, 3, 6, 7}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
                  {false, true, true});
   AddConvFloat32(rows, "GradWithoutDW", {2, 3, 6, 7}, {7, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,

@@ -470,7 +470,6 @@ void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, 
   });
 }
 
-// y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 // The forward pass on the grid without unfolding: register tiles of MR output channels by NV vectors of
 // grid positions sum every (input channel, tap) of the group, read from the grids at its offset. The
 // weights are packed per strip of output channels ([channel, tap][strip rows]).
@@ -643,6 +642,8 @@ void GridOffsets(const ShiftedGrid& grid, int64_t channels, int64_t* offsets) {
   });
 }
 
+constexpr int64_t kGridWeightSums = int64_t{1} << 20;  // floats of lane sums per thread, at most
+
 // dW of a stride-1 float convolution through GridWeightsImage: batch chunks in parallel, each with its own
 // lane sums for every group, summed in double at the end.
 void GridConvWeights(KernelContext& ctx, const ConvGeometry& g, const ShiftedGrid& grid, const float* dy,
@@ -761,6 +762,7 @@ void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGri
   });
 }
 
+// y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
                  bool relu = false) {
@@ -1085,7 +1087,9 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
   const bool pointwise = IsPointwise(g);
   const ConvGeometry back = ColumnsToImage(g);
   const bool needs_columns = !pointwise;
-  const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+  ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+  // GridConvWeights keeps a vector of partial sums per weight and thread: larger layers run im2col.
+  if (dw && grid.active() && w_size * GridTileForCpu().lanes > kGridWeightSums) grid = ShiftedGrid{};
   const int64_t positions = grid.active() ? grid.positions : out_size;
   const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
   const size_t dy_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
