@@ -168,6 +168,34 @@ TEST_P(ConvFloat32, ReferenceFloat32MatchesFloat64) {
 INSTANTIATE_TEST_SUITE_P(Rows, ConvFloat32, ::testing::ValuesIn(RowsWith({ConvBackendCases}, IsFloat32VsFloat64)),
                          RowName());
 
+// The threaded splits of the float32 grid path (positions of one image between the threads, dW per batch
+// chunk) against one thread, on the reference kernels.
+TEST(ConvFloat32Threads, TwoThreadsMatchOne) {
+  const KernelBackend saved = ActiveKernelBackend();
+  SetKernelBackend(KernelBackend::kReference);
+  const AttributeMap attributes = {{"pads", Ints({1, 2, 1, 0})}};
+  const OneNode conv = OnnxNode("Conv", {RandomFloats({1, 5, 21, 23}, 31), RandomFloats({13, 5, 3, 3}, 32)}, attributes);
+  OneNode grad;
+  grad.op = "ConvGrad";
+  grad.inputs = {RandomFloats({3, 13, 21, 23}, 33), RandomFloats({3, 5, 21, 23}, 34), RandomFloats({13, 5, 3, 3}, 35)};
+  grad.attributes = attributes;
+  grad.outputs = {true, true, true};
+  for (const OneNode& node : {conv, grad}) {
+    auto run = [&](int threads) {
+      Model model = OneNodeModel(node);
+      model.opsets[kEdgetrainDomain] = 1;
+      SessionOptions options;
+      options.num_threads = threads;
+      std::vector<Tensor> tensors;
+      for (const RuntimeValue& value : Session(std::move(model), options).RunValues(OneNodeFeeds(node.inputs)))
+        tensors.push_back(value.tensor);
+      return tensors;
+    };
+    ExpectNearLargest(run(2), run(1), 1e-5, node.op + " on 2 threads");
+  }
+  SetKernelBackend(saved);
+}
+
 class ConvBackends : public ::testing::TestWithParam<OpCase> {
  protected:
   void SetUp() override {

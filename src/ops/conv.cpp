@@ -475,11 +475,11 @@ void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, 
 // weights are packed per strip of output channels ([channel, tap][strip rows]).
 template <int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void GridForwardStrip(int64_t depth, const int64_t* offsets, const float* w, const float* grids,
-                                            float* out, int64_t ld) {
+                                            float* out, int64_t ld, int64_t begin, int64_t end) {
   typedef float V __attribute__((vector_size(Bytes)));
   constexpr int L = Bytes / static_cast<int>(sizeof(float));
   constexpr int NR = NV * L;
-  for (int64_t p0 = 0; p0 < ld; p0 += NR) {
+  for (int64_t p0 = begin; p0 < end; p0 += NR) {
     V acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
@@ -516,15 +516,16 @@ void ForEachStrip(int64_t channels, int64_t mr, Fn&& fn) {
 
 template <int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void GridForwardStrips(int64_t channels, int64_t depth, const int64_t* offsets,
-                                             const float* packed, const float* grids, float* out, int64_t ld) {
+                                             const float* packed, const float* grids, float* out, int64_t ld,
+                                             int64_t begin, int64_t end) {
   ForEachStrip(channels, MR, [&](int64_t m, int64_t, int64_t tile_rows) {
     const float* w = packed + m * depth;
     if (tile_rows == MR) {
-      GridForwardStrip<MR, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+      GridForwardStrip<MR, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
     } else if (tile_rows == 2) {
-      GridForwardStrip<2, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+      GridForwardStrip<2, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
     } else {
-      GridForwardStrip<1, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld);
+      GridForwardStrip<1, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
     }
   });
 }
@@ -546,22 +547,23 @@ GridTile GridTileForCpu() {
 #endif
 }
 
+// Positions [begin, end) (whole tiles) of every strip.
 void GridForwardBaseline(int64_t channels, int64_t depth, const int64_t* offsets, const float* packed,
-                         const float* grids, float* out, int64_t ld) {
+                         const float* grids, float* out, int64_t ld, int64_t begin, int64_t end) {
 #if defined(__AVX2__)
-  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld);
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #elif defined(__aarch64__)
-  GridForwardStrips<8, 3, 16>(channels, depth, offsets, packed, grids, out, ld);
+  GridForwardStrips<8, 3, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #else
-  GridForwardStrips<6, 2, 16>(channels, depth, offsets, packed, grids, out, ld);
+  GridForwardStrips<6, 2, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #endif
 }
 
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
 __attribute__((target("avx2,fma"))) void GridForwardAvx2(int64_t channels, int64_t depth, const int64_t* offsets,
                                                          const float* packed, const float* grids, float* out,
-                                                         int64_t ld) {
-  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld);
+                                                         int64_t ld, int64_t begin, int64_t end) {
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 }
 #endif
 
@@ -731,21 +733,27 @@ void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGri
     });
   const int64_t width = g.output.back();
   const int64_t grid_work = rows * ld * depth;
-  ForEachImageGroup(threads, g.batch, g.group, grid_work, [&](int64_t n, int64_t grp, ThreadPool*, int64_t slot) {
+  ForEachImageGroup(threads, g.batch, g.group, grid_work, [&](int64_t n, int64_t grp, ThreadPool* pool, int64_t slot) {
     float* grids = per_slot.data() + static_cast<size_t>(slot) * slot_size;
     float* out = grids + grids_size;
     FillGrids(g, grid, cg, xp + (n * g.in_channels + grp * cg) * in_size, grids);
     std::fill(grids + cg * grid.plane, grids + grids_size, 0.0f);
     const float* w = packed.data() + grp * rows * depth;
+    // Too few (image, group) items for the threads: they share the image's positions.
+    const int64_t tiles = ld / tile.width;
+    auto run = [&](int64_t first, int64_t last) {
 #if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
-    if (CpuHasAvx2Fma()) {
-      GridForwardAvx2(mg, depth, offsets, w, grids, out, ld);
-    } else {
-      GridForwardBaseline(mg, depth, offsets, w, grids, out, ld);
-    }
-#else
-    GridForwardBaseline(mg, depth, offsets, w, grids, out, ld);
+      if (CpuHasAvx2Fma()) return GridForwardAvx2(mg, depth, offsets, w, grids, out, ld, first * tile.width,
+                                                  last * tile.width);
 #endif
+      GridForwardBaseline(mg, depth, offsets, w, grids, out, ld, first * tile.width, last * tile.width);
+    };
+    if (pool && pool->num_threads() > 1) {
+      pool->ParallelFor(tiles, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * tile.width * depth)),
+                        run);
+    } else {
+      run(0, tiles);
+    }
     float* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
     for (int64_t m = 0; m < mg; ++m) {
       const float bias = bp ? bp[grp * mg + m] : 0.0f;
