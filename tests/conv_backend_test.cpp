@@ -1,5 +1,6 @@
 // The oneDNN convolution kernels against the reference kernels on the same float32 data, both
-// backends in one process (SetKernelBackend). Skipped in a build without oneDNN.
+// backends in one process (SetKernelBackend), skipped in a build without oneDNN; and the reference
+// kernels' float32 fast paths against their float64 plain loops.
 #include <gtest/gtest.h>
 
 #include "backend_check.hpp"
@@ -39,6 +40,29 @@ void AddConv(std::vector<OpCase>& rows, const std::string& name, const Shape& x,
         return grad;
       },
       BackendCheck::kDnnlVsReference));
+}
+
+// The float32 kernels on the reference backend against the float64 ones (the plain im2col loops): Conv and
+// ConvGrad with all three outputs, or `grad_outputs`.
+void AddConvFloat32(std::vector<OpCase>& rows, const std::string& name, const Shape& x, const Shape& w,
+                    const AttributeMap& attributes, bool bias = true,
+                    std::vector<bool> grad_outputs = {true, true, true}) {
+  std::vector<Tensor> inputs = {RandomTensor(x, 11), RandomTensor(w, 12)};
+  if (bias) inputs.push_back(RandomTensor({w[0]}, 13));
+  const OneNode conv = OnnxNode("Conv", inputs, attributes);
+  rows.push_back(BackendCase("Float32Conv_" + name, conv, BackendCheck::kFloat32VsFloat64));
+  rows.push_back(BackendCase(
+      "Float32ConvGrad_" + name,
+      [conv, attributes, grad_outputs] {
+        const Shape y_shape = RunOnBackend(KernelBackend::kReference, conv)[0].shape();
+        OneNode grad;
+        grad.op = "ConvGrad";
+        grad.inputs = {RandomTensor(y_shape, 14), conv.inputs[0].tensor, conv.inputs[1].tensor};
+        grad.attributes = attributes;
+        grad.outputs = grad_outputs;
+        return grad;
+      },
+      BackendCheck::kFloat32VsFloat64));
 }
 
 void AddConvTranspose(std::vector<OpCase>& rows, const std::string& name, const Shape& x, const Shape& w,
@@ -97,10 +121,80 @@ std::vector<OpCase> ConvBackendCases() {
   // Beyond the full extent: negative pads, which only the reference code takes.
   AddConvTranspose(rows, "OutputShapeBeyondExtent", {1, 2, 3, 3}, {2, 2, 3, 3},
                    {{"strides", Ints({2, 2})}, {"output_shape", Ints({9, 9})}});
+  // Stride-1 convolutions run on the padded grid in float32 (conv.cpp's ShiftedGrid); float64 runs im2col.
+  AddConvFloat32(rows, "LeNetSecond", {3, 6, 14, 14}, {16, 6, 5, 5}, {});
+  AddConvFloat32(rows, "BatchOneOddPads", {1, 3, 7, 9}, {5, 3, 3, 4}, {{"pads", Ints({1, 2, 0, 3})}});
+  AddConvFloat32(rows, "DilatedGrouped", {2, 4, 9, 8}, {6, 2, 3, 2},
+                 {{"group", Attribute::Int(2)}, {"dilations", Ints({2, 3})}, {"pads", Ints({1, 0, 2, 1})}}, false);
+  AddConvFloat32(rows, "DepthwiseSame", {2, 5, 6, 5}, {5, 1, 3, 3},
+                 {{"group", Attribute::Int(5)}, {"auto_pad", Attribute::String("SAME_UPPER")}});
+  AddConvFloat32(rows, "OneDimensional", {2, 3, 13}, {14, 3, 4}, {{"pads", Ints({2, 1})}, {"dilations", Ints({2})}});
+  AddConvFloat32(rows, "ThreeDimensional", {1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {{"pads", Ints({1, 0, 1, 0, 1, 1})}});
+  AddConvFloat32(rows, "OneOutputRow", {2, 2, 3, 7}, {3, 2, 3, 3}, {{"pads", Ints({0, 1, 0, 1})}});
+  // Margins larger than the outputs: im2col in float32 too.
+  AddConvFloat32(rows, "WideKernelSmallImage", {2, 2, 2, 2}, {3, 2, 7, 7}, {{"pads", Ints({3, 3, 3, 3})}});
+  // More weights than GridConvWeights keeps partial sums for (with 8 lanes): im2col for ConvGrad.
+  AddConvFloat32(rows, "ManyWeights", {1, 128, 3, 3}, {128, 128, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}});
+  OneNode fused = OnnxNode("ConvReluMaxPool", {RandomTensor({2, 3, 8, 9}, 15), RandomTensor({5, 3, 3, 3}, 16)},
+                           {{"pads", Ints({1, 1, 1, 1})}, {"pool_kernel_shape", Ints({2, 2})},
+                            {"pool_strides", Ints({2, 2})}});
+  fused.domain = kEdgetrainDomain;
+  rows.push_back(BackendCase("Float32ConvReluMaxPool", fused, BackendCheck::kFloat32VsFloat64));
+  AddConvFloat32(rows, "GradWithoutDX", {2, 3, 6, 7}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
+                 {false, true, true});
+  AddConvFloat32(rows, "GradWithoutDW", {2, 3, 6, 7}, {7, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
+                 {true, false, false});
   return rows;
 }
 
 namespace {
+
+bool IsFloat32VsFloat64(const OpCase& row) { return row.backends == BackendCheck::kFloat32VsFloat64; }
+
+// The float32 rows on the reference kernels, in every build (the device-only build has no oneDNN).
+class ConvFloat32 : public ::testing::TestWithParam<OpCase> {
+ protected:
+  void SetUp() override { saved_ = ActiveKernelBackend(); }
+  void TearDown() override { SetKernelBackend(saved_); }
+
+ private:
+  KernelBackend saved_ = KernelBackend::kReference;
+};
+
+TEST_P(ConvFloat32, ReferenceFloat32MatchesFloat64) {
+  CheckBackends(GetParam(), KernelBackend::kReference, GetParam().name + " (reference)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Rows, ConvFloat32, ::testing::ValuesIn(RowsWith({ConvBackendCases}, IsFloat32VsFloat64)),
+                         RowName());
+
+// The threaded splits of the float32 grid path (positions of one image between the threads, dW per batch
+// chunk) against one thread, on the reference kernels.
+TEST(ConvFloat32Threads, TwoThreadsMatchOne) {
+  const KernelBackend saved = ActiveKernelBackend();
+  SetKernelBackend(KernelBackend::kReference);
+  const AttributeMap attributes = {{"pads", Ints({1, 2, 1, 0})}};
+  const OneNode conv = OnnxNode("Conv", {RandomFloats({1, 5, 21, 23}, 31), RandomFloats({13, 5, 3, 3}, 32)}, attributes);
+  OneNode grad;
+  grad.op = "ConvGrad";
+  grad.inputs = {RandomFloats({3, 13, 21, 23}, 33), RandomFloats({3, 5, 21, 23}, 34), RandomFloats({13, 5, 3, 3}, 35)};
+  grad.attributes = attributes;
+  grad.outputs = {true, true, true};
+  for (const OneNode& node : {conv, grad}) {
+    auto run = [&](int threads) {
+      Model model = OneNodeModel(node);
+      model.opsets[kEdgetrainDomain] = 1;
+      SessionOptions options;
+      options.num_threads = threads;
+      std::vector<Tensor> tensors;
+      for (const RuntimeValue& value : Session(std::move(model), options).RunValues(OneNodeFeeds(node.inputs)))
+        tensors.push_back(value.tensor);
+      return tensors;
+    };
+    ExpectNearLargest(run(2), run(1), 1e-5, node.op + " on 2 threads");
+  }
+  SetKernelBackend(saved);
+}
 
 class ConvBackends : public ::testing::TestWithParam<OpCase> {
  protected:

@@ -350,6 +350,426 @@ bool IsPointwise(const ConvGeometry& g) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Stride-1 float convolutions without im2col's gathers. On the zero-padded input grid, output o and
+// kernel tap t read grid[flat(o) + offset(t)], so when every grid position p up to the last output's
+// is computed, im2col's row of tap t is the contiguous run grid[offset(t) + p]. Positions in the
+// grid's margins (past an output row) are computed and dropped; backward passes feed them zero.
+
+struct ShiftedGrid {
+  bool padded = false;          // the image is copied into a zero-padded grid first
+  bool output_layout = false;   // grid positions are the output's own (no margins): no compaction
+  int64_t plane = 0;            // grid values per channel
+  int64_t positions = 0;        // grid positions computed per image
+  Int64Vector pitch, out_pitch;  // per spatial dimension, of the grid and of the output
+  Int64Vector kernel, dilations;
+
+  // Unset (positions 0) unless the convolution is float, stride 1, and computing the margins costs at
+  // most as much as the outputs themselves.
+  template <typename T>
+  static ShiftedGrid Of(const ConvGeometry& g) {
+    ShiftedGrid s;
+    const size_t spatial = g.input.size();
+    if (!std::is_same_v<T, float> || spatial == 0) return s;
+    for (size_t d = 0; d < spatial; ++d) {
+      if (g.strides[d] != 1) return s;
+      s.padded = s.padded || g.pad_begin[d] != 0 || g.pad_end[d] != 0;
+    }
+    s.pitch.assign(spatial, 1);
+    s.out_pitch.assign(spatial, 1);
+    for (size_t d = spatial - 1; d > 0; --d) {
+      s.pitch[d - 1] = s.pitch[d] * (g.input[d] + g.pad_begin[d] + g.pad_end[d]);
+      s.out_pitch[d - 1] = s.out_pitch[d] * g.output[d];
+    }
+    s.plane = s.pitch[0] * (g.input[0] + g.pad_begin[0] + g.pad_end[0]);
+    s.positions = 1;
+    s.output_layout = true;
+    for (size_t d = 0; d < spatial; ++d) {
+      s.positions += (g.output[d] - 1) * s.pitch[d];
+      s.output_layout = s.output_layout && (g.output[d] <= 1 || s.pitch[d] == s.out_pitch[d]);
+    }
+    if (g.OutputSize() == 0 || s.positions > 2 * g.OutputSize()) return ShiftedGrid{};
+    s.kernel = g.kernel;
+    s.dilations = g.dilations;
+    return s;
+  }
+  bool active() const { return positions > 0; }
+
+  // fn(t, offset) for each kernel tap t (row-major) and its offset on the grid.
+  template <typename Fn>
+  void ForEachTap(Fn&& fn) const {
+    const size_t spatial = kernel.size();
+    Int64Vector koff(spatial, 0);
+    const int64_t taps = ConvGeometry::Product(kernel);
+    for (int64_t t = 0; t < taps; ++t) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < spatial; ++d) offset += koff[d] * dilations[d] * pitch[d];
+      fn(t, offset);
+      for (size_t d = spatial; d-- > 0;) {
+        if (++koff[d] < kernel[d]) break;
+        koff[d] = 0;
+      }
+    }
+  }
+
+  // fn(index, grid_offset) for each run of `sizes`' last dimension, at `origin` + its position on the grid.
+  template <typename Fn>
+  void ForEachRow(const Int64Vector& sizes, int64_t origin, Fn&& fn) const {
+    const size_t spatial = sizes.size(), last = spatial - 1;
+    int64_t rows = 1;
+    for (size_t d = 0; d < last; ++d) rows *= sizes[d];
+    Int64Vector pos(spatial, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t offset = origin;
+      for (size_t d = 0; d < last; ++d) offset += pos[d] * pitch[d];
+      fn(r * sizes[last], offset);
+      for (size_t d = last; d-- > 0;) {
+        if (++pos[d] < sizes[d]) break;
+        pos[d] = 0;
+      }
+    }
+  }
+  int64_t InputOrigin(const ConvGeometry& g) const {
+    int64_t origin = 0;
+    for (size_t d = 0; d < g.input.size(); ++d) origin += g.pad_begin[d] * pitch[d];
+    return origin;
+  }
+};
+
+// The grids of `channels` planes of x (each `in_size` apart) with their zero padding.
+template <typename T>
+void FillGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, const T* x, T* grids) {
+  std::fill(grids, grids + channels * s.plane, T(0));
+  const int64_t in_size = g.InputSize(), width = g.input.back();
+  for (int64_t c = 0; c < channels; ++c)
+    s.ForEachRow(g.input, s.InputOrigin(g), [&](int64_t index, int64_t offset) {
+      std::copy(x + c * in_size + index, x + c * in_size + index + width, grids + c * s.plane + offset);
+    });
+}
+
+// The inverse for dX: the interior of each grid.
+template <typename T>
+void CropGrids(const ConvGeometry& g, const ShiftedGrid& s, int64_t channels, const T* grids, T* x) {
+  const int64_t in_size = g.InputSize(), width = g.input.back();
+  for (int64_t c = 0; c < channels; ++c)
+    s.ForEachRow(g.input, s.InputOrigin(g), [&](int64_t index, int64_t offset) {
+      std::copy(grids + c * s.plane + offset, grids + c * s.plane + offset + width, x + c * in_size + index);
+    });
+}
+
+// dX's unfolded rows added back: grid_c[offset(t) + p] += col[(c, t), p].
+template <typename T>
+void FoldGrid(const ShiftedGrid& s, int64_t channels, const T* col, int64_t ld, T* grids, int64_t grid_stride) {
+  const int64_t taps = ConvGeometry::Product(s.kernel);
+  s.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const T* __restrict src = col + (c * taps + t) * ld;
+      T* __restrict dst = grids + c * grid_stride + offset;
+      for (int64_t p = 0; p < s.positions; ++p) dst[p] += src[p];
+    }
+  });
+}
+
+// The forward pass on the grid without unfolding: register tiles of MR output channels by NV vectors of
+// grid positions sum every (input channel, tap) of the group, read from the grids at its offset. The
+// weights are packed per strip of output channels ([channel, tap][strip rows]).
+template <int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridForwardStrip(int64_t depth, const int64_t* offsets, const float* w, const float* grids,
+                                            float* out, int64_t ld, int64_t begin, int64_t end) {
+  typedef float V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(float));
+  constexpr int NR = NV * L;
+  for (int64_t p0 = begin; p0 < end; p0 += NR) {
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = V{};
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* src = grids + offsets[k] + p0;
+      V bv[NV];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], src + j * L, sizeof(V));
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const float av = w[k * MR + i];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) __builtin_memcpy(out + i * ld + p0 + j * L, &acc[i][j], sizeof(V));
+  }
+}
+
+// Strips of output channels: whole tiles of MR rows, a last one padded to MR when more than half full,
+// else strips of 2 and 1 rows. fn(first_row, rows, tile_rows) for each.
+template <typename Fn>
+void ForEachStrip(int64_t channels, int64_t mr, Fn&& fn) {
+  int64_t m = 0;
+  for (; channels - m >= mr || 2 * (channels - m) > mr; m += mr) fn(m, std::min(mr, channels - m), mr);
+  for (; m + 2 <= channels; m += 2) fn(m, int64_t{2}, int64_t{2});
+  if (m < channels) fn(m, int64_t{1}, int64_t{1});
+}
+
+template <int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridForwardStrips(int64_t channels, int64_t depth, const int64_t* offsets,
+                                             const float* packed, const float* grids, float* out, int64_t ld,
+                                             int64_t begin, int64_t end) {
+  ForEachStrip(channels, MR, [&](int64_t m, int64_t, int64_t tile_rows) {
+    const float* w = packed + m * depth;
+    if (tile_rows == MR) {
+      GridForwardStrip<MR, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
+    } else if (tile_rows == 2) {
+      GridForwardStrip<2, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
+    } else {
+      GridForwardStrip<1, NV, Bytes>(depth, offsets, w, grids, out + m * ld, ld, begin, end);
+    }
+  });
+}
+
+// Tile rows (MR) and positions (NR) per vector width, as gemm.hpp's micro-kernel.
+struct GridTile {
+  int64_t rows, width, lanes;  // lanes: floats per vector
+};
+
+GridTile GridTileForCpu() {
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  return CpuHasAvx2Fma() ? GridTile{6, 16, 8} : GridTile{6, 8, 4};
+#elif defined(__AVX2__)
+  return {6, 16, 8};
+#elif defined(__aarch64__)
+  return {8, 12, 4};
+#else
+  return {6, 8, 4};
+#endif
+}
+
+// Positions [begin, end) (whole tiles) of every strip.
+void GridForwardBaseline(int64_t channels, int64_t depth, const int64_t* offsets, const float* packed,
+                         const float* grids, float* out, int64_t ld, int64_t begin, int64_t end) {
+#if defined(__AVX2__)
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld, begin, end);
+#elif defined(__aarch64__)
+  GridForwardStrips<8, 3, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
+#else
+  GridForwardStrips<6, 2, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+__attribute__((target("avx2,fma"))) void GridForwardAvx2(int64_t channels, int64_t depth, const int64_t* offsets,
+                                                         const float* packed, const float* grids, float* out,
+                                                         int64_t ld, int64_t begin, int64_t end) {
+  GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld, begin, end);
+}
+#endif
+
+// dW on the grid: tiles of MB output channels by KB (input channel, tap) pairs hold vectors of partial
+// sums of dY_grid[m, p] * grid[offset(k) + p] over the image's positions, then add them to `sums`
+// ([m][k][lane]); the lanes are summed once the batch is done.
+template <int MB, int KB, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsTile(int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                                           const float* grids, float* sums, int64_t m0, int64_t k0) {
+  typedef float V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(float));
+  V acc[MB][KB];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) acc[i][j] = V{};
+  for (int64_t p = 0; p < ld; p += L) {
+    V d[MB];
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) __builtin_memcpy(&d[i], dy + (m0 + i) * ld + p, sizeof(V));
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) {
+      V xv;
+      __builtin_memcpy(&xv, grids + offsets[k0 + j] + p, sizeof(V));
+#pragma GCC unroll 8
+      for (int i = 0; i < MB; ++i) acc[i][j] += d[i] * xv;
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < KB; ++j) {
+      float* sum = sums + ((m0 + i) * depth + k0 + j) * L;
+      V old;
+      __builtin_memcpy(&old, sum, sizeof(V));
+      old += acc[i][j];
+      __builtin_memcpy(sum, &old, sizeof(V));
+    }
+}
+
+template <int MB, int KB, int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsRows(int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                                           const float* grids, float* sums, int64_t m0) {
+  int64_t k0 = 0;
+  for (; k0 + KB <= depth; k0 += KB) GridWeightsTile<MB, KB, Bytes>(depth, offsets, dy, ld, grids, sums, m0, k0);
+  for (; k0 < depth; ++k0) GridWeightsTile<MB, 1, Bytes>(depth, offsets, dy, ld, grids, sums, m0, k0);
+}
+
+template <int Bytes>
+EDGETRAIN_GEMM_INLINE void GridWeightsImage(int64_t channels, int64_t depth, const int64_t* offsets, const float* dy,
+                                            int64_t ld, const float* grids, float* sums) {
+  int64_t m0 = 0;
+  for (; m0 + 4 <= channels; m0 += 4) GridWeightsRows<4, 3, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
+  for (; m0 < channels; ++m0) GridWeightsRows<1, 6, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
+}
+
+void GridWeightsBaseline(int64_t channels, int64_t depth, const int64_t* offsets, const float* dy, int64_t ld,
+                         const float* grids, float* sums) {
+#if defined(__AVX2__)
+  GridWeightsImage<32>(channels, depth, offsets, dy, ld, grids, sums);
+#else
+  GridWeightsImage<16>(channels, depth, offsets, dy, ld, grids, sums);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+__attribute__((target("avx2,fma"))) void GridWeightsAvx2(int64_t channels, int64_t depth, const int64_t* offsets,
+                                                         const float* dy, int64_t ld, const float* grids, float* sums) {
+  GridWeightsImage<32>(channels, depth, offsets, dy, ld, grids, sums);
+}
+#endif
+
+// offsets[(c, t)] = c * plane + the tap's offset, for the `channels` grids of one group.
+void GridOffsets(const ShiftedGrid& grid, int64_t channels, int64_t* offsets) {
+  const int64_t taps = ConvGeometry::Product(grid.kernel);
+  grid.ForEachTap([&](int64_t t, int64_t offset) {
+    for (int64_t c = 0; c < channels; ++c) offsets[c * taps + t] = c * grid.plane + offset;
+  });
+}
+
+constexpr int64_t kGridWeightSums = int64_t{1} << 20;  // floats of lane sums per thread, at most
+
+// dW of a stride-1 float convolution through GridWeightsImage: batch chunks in parallel, each with its own
+// lane sums for every group, summed in double at the end.
+void GridConvWeights(KernelContext& ctx, const ConvGeometry& g, const ShiftedGrid& grid, const float* dy,
+                     const float* x, float* dw) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t depth = cg * g.KernelSize(), in_size = g.InputSize(), out_size = g.OutputSize();
+  const GridTile tile = GridTileForCpu();
+  const int64_t ld = (grid.positions + tile.width - 1) / tile.width * tile.width;
+  const int64_t w_size = g.out_channels * depth;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads.num_threads(), g.batch));
+  const size_t grids_size = static_cast<size_t>(cg * grid.plane + tile.width);
+  const size_t slot_size = grids_size + static_cast<size_t>(mg * ld) + static_cast<size_t>(w_size * tile.lanes);
+  NodeScratch<float> scratch(ctx, slot_size * static_cast<size_t>(chunks));
+  const std::span<float> slots = scratch.Take(slot_size * static_cast<size_t>(chunks));
+  NodeScratch<int64_t> offset_scratch(ctx, static_cast<size_t>(depth));
+  int64_t* offsets = offset_scratch.Take(static_cast<size_t>(depth)).data();
+  GridOffsets(grid, cg, offsets);
+  const int64_t width = g.output.back();
+  ForEachChunk(threads, g.batch, chunks, [&](int64_t c, int64_t first, int64_t last) {
+    float* grids = slots.data() + static_cast<size_t>(c) * slot_size;
+    float* dy_grid = grids + grids_size;
+    float* sums = dy_grid + mg * ld;
+    std::fill(sums, sums + w_size * tile.lanes, 0.0f);
+    for (int64_t n = first; n < last; ++n)
+      for (int64_t grp = 0; grp < g.group; ++grp) {
+        FillGrids(g, grid, cg, x + (n * g.in_channels + grp * cg) * in_size, grids);
+        std::fill(grids + cg * grid.plane, grids + grids_size, 0.0f);
+        const float* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
+        std::fill(dy_grid, dy_grid + mg * ld, 0.0f);
+        for (int64_t m = 0; m < mg; ++m)
+          grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+            std::copy(dy_ng + m * out_size + index, dy_ng + m * out_size + index + width, dy_grid + m * ld + offset);
+          });
+        float* group_sums = sums + grp * mg * depth * tile.lanes;
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+        if (CpuHasAvx2Fma()) {
+          GridWeightsAvx2(mg, depth, offsets, dy_grid, ld, grids, group_sums);
+          continue;
+        }
+#endif
+        GridWeightsBaseline(mg, depth, offsets, dy_grid, ld, grids, group_sums);
+      }
+  });
+  threads.ParallelFor(w_size, 1024, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double sum = 0;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* lanes = slots.data() + static_cast<size_t>(c) * slot_size + grids_size + mg * ld + i * tile.lanes;
+        for (int64_t l = 0; l < tile.lanes; ++l) sum += lanes[l];
+      }
+      dw[i] = static_cast<float>(sum);
+    }
+  });
+}
+
+// y = conv(x, w) + b, then max(y, 0) when `relu`, through GridForwardStrips: per (image, group), the
+// image's grids (with `tile.width` values of slack for the last tile), the output on the grid, then its
+// outputs copied out.
+void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGrid& grid, const float* xp,
+                     const float* wp, const float* bp, float* yp, bool relu) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t cg = g.in_channels / g.group, mg = g.out_channels / g.group;
+  const int64_t taps = g.KernelSize(), depth = cg * taps, in_size = g.InputSize(), out_size = g.OutputSize();
+  const GridTile tile = GridTileForCpu();
+  int64_t rows = 0;  // output channels of a group, rounded up to whole strips
+  ForEachStrip(mg, tile.rows, [&](int64_t, int64_t, int64_t tile_rows) { rows += tile_rows; });
+  const int64_t ld = (grid.positions + tile.width - 1) / tile.width * tile.width;
+  const size_t grids_size = static_cast<size_t>(cg * grid.plane + tile.width);
+  const size_t slot_size = grids_size + static_cast<size_t>(rows * ld);
+  const size_t packed_size = static_cast<size_t>(g.group * rows * depth);
+  const size_t slots = static_cast<size_t>(threads.num_threads());
+  NodeScratch<float> scratch(ctx, packed_size + slot_size * slots);
+  const std::span<float> packed = scratch.Take(packed_size);
+  const std::span<float> per_slot = scratch.Take(slot_size * slots);
+  NodeScratch<int64_t> offset_scratch(ctx, static_cast<size_t>(depth));
+  int64_t* offsets = offset_scratch.Take(static_cast<size_t>(depth)).data();
+  GridOffsets(grid, cg, offsets);
+  for (int64_t grp = 0; grp < g.group; ++grp)
+    ForEachStrip(mg, tile.rows, [&](int64_t m0, int64_t strip_rows, int64_t tile_rows) {
+      float* dst = packed.data() + (grp * rows + m0) * depth;
+      for (int64_t k = 0; k < depth; ++k)
+        for (int64_t i = 0; i < tile_rows; ++i)
+          dst[k * tile_rows + i] = i < strip_rows ? wp[(grp * mg + m0 + i) * depth + k] : 0.0f;
+    });
+  const int64_t width = g.output.back();
+  const int64_t grid_work = rows * ld * depth;
+  ForEachImageGroup(threads, g.batch, g.group, grid_work, [&](int64_t n, int64_t grp, ThreadPool* pool, int64_t slot) {
+    float* grids = per_slot.data() + static_cast<size_t>(slot) * slot_size;
+    float* out = grids + grids_size;
+    FillGrids(g, grid, cg, xp + (n * g.in_channels + grp * cg) * in_size, grids);
+    std::fill(grids + cg * grid.plane, grids + grids_size, 0.0f);
+    const float* w = packed.data() + grp * rows * depth;
+    // Too few (image, group) items for the threads: they share the image's positions.
+    const int64_t tiles = ld / tile.width;
+    auto run = [&](int64_t first, int64_t last) {
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+      if (CpuHasAvx2Fma()) return GridForwardAvx2(mg, depth, offsets, w, grids, out, ld, first * tile.width,
+                                                  last * tile.width);
+#endif
+      GridForwardBaseline(mg, depth, offsets, w, grids, out, ld, first * tile.width, last * tile.width);
+    };
+    if (pool && pool->num_threads() > 1) {
+      pool->ParallelFor(tiles, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * tile.width * depth)),
+                        run);
+    } else {
+      run(0, tiles);
+    }
+    float* y_ng = yp + (n * g.out_channels + grp * mg) * out_size;
+    for (int64_t m = 0; m < mg; ++m) {
+      const float bias = bp ? bp[grp * mg + m] : 0.0f;
+      grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+        const float* src = out + m * ld + offset;
+        float* dst = y_ng + m * out_size + index;
+        if (relu) {
+          for (int64_t i = 0; i < width; ++i) dst[i] = std::max(src[i] + bias, 0.0f);
+        } else {
+          for (int64_t i = 0; i < width; ++i) dst[i] = src[i] + bias;
+        }
+      });
+    }
+  });
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
@@ -370,6 +790,10 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
     return;
   }
   const bool pointwise = IsPointwise(g);
+  if constexpr (std::is_same_v<T, float>) {
+    const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+    if (grid.active()) return GridConvForward(ctx, g, grid, xp, wp, bp, yp, relu);
+  }
   const size_t col_size = pointwise ? 0 : static_cast<size_t>(rows * out_size);
   NodeScratch<T> scratch(ctx, col_size * static_cast<size_t>(threads.num_threads()));
   const std::span<T> cols = scratch.Take(col_size * static_cast<size_t>(threads.num_threads()));
@@ -671,8 +1095,40 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
   const bool pointwise = IsPointwise(g);
   const ConvGeometry back = ColumnsToImage(g);
   const bool needs_columns = !pointwise;
+  ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
+  // GridConvWeights keeps a vector of partial sums per weight and thread: larger layers run im2col.
+  if (dw && grid.active() && w_size * GridTileForCpu().lanes > kGridWeightSums) grid = ShiftedGrid{};
+  const int64_t positions = grid.active() ? grid.positions : out_size;
+  const size_t grids_size = grid.padded ? static_cast<size_t>(cg * grid.plane) : 0;
+  const size_t dy_grid_size = grid.active() && !grid.output_layout ? static_cast<size_t>(mg * positions) : 0;
+  // dX on the grid path (GridConvWeights takes dW): dX = crop(fold(W^T * dY_grid)); `col` is followed by the
+  // padded grids and dY on the grid (zero in the margins).
+  auto grid_step = [&](int64_t n, int64_t grp, T* col, ThreadPool* pool) {
+    const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
+    T* grids = col + rows * positions;
+    const T* dy_grid = dy_ng;
+    if (!grid.output_layout) {
+      T* spread = grids + grids_size;
+      std::fill(spread, spread + mg * positions, T(0));
+      const int64_t width = g.output.back();
+      for (int64_t m = 0; m < mg; ++m)
+        grid.ForEachRow(g.output, 0, [&](int64_t index, int64_t offset) {
+          std::copy(dy_ng + m * out_size + index, dy_ng + m * out_size + index + width, spread + m * positions + offset);
+        });
+      dy_grid = spread;
+    }
+    const int64_t plane_stride = grid.padded ? grid.plane : in_size;
+    T* dx_ng = dx + (n * g.in_channels + grp * cg) * in_size;
+    Gemm<T>(true, false, rows, positions, mg, T(1), w + grp * mg * rows, rows, dy_grid, positions, T(0), col, positions,
+            pool);
+    T* target = grid.padded ? grids : dx_ng;
+    std::fill(target, target + cg * plane_stride, T(0));
+    FoldGrid(grid, cg, col, positions, target, plane_stride);
+    if (grid.padded) CropGrids(g, grid, cg, grids, dx_ng);
+  };
   // One (image, group): dW rows of the group get the product (overwritten when `first`).
   auto step = [&](int64_t n, int64_t grp, T* dw_group, bool first, T* col, ThreadPool* pool) {
+    if (grid.active()) return grid_step(n, grp, col, pool);
     const T* x_ng = x + (n * g.in_channels + grp * cg) * in_size;
     const T* dy_ng = dy + (n * g.out_channels + grp * mg) * out_size;
     if (dw_group) {
@@ -704,10 +1160,17 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
       Gemm<T>(false, false, g.batch, rows, g.out_channels, T(1), dy, g.out_channels, w, rows, T(0), dx, rows, &threads);
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (grid.active() && dw && g.batch > 0) {
+      GridConvWeights(ctx, g, grid, dy, x, dw);
+      dw = nullptr;
+      if (!dx) return;
+    }
+  }
   const int64_t num_threads = threads.num_threads();
   const int64_t work_per_item = mg * rows * out_size;
   // One im2col buffer per chunk and, for dW summed over batch chunks, a partial dW per chunk but the first.
-  const size_t col_size = needs_columns ? static_cast<size_t>(rows * out_size) : 0;
+  const size_t col_size = needs_columns ? static_cast<size_t>(rows * positions) + grids_size + dy_grid_size : 0;
   const size_t slots = static_cast<size_t>(num_threads);
   NodeScratch<T> scratch(ctx, (col_size + static_cast<size_t>(w_size)) * slots);
   const std::span<T> cols = scratch.Take(col_size * slots);
