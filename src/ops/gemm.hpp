@@ -454,7 +454,9 @@ void PackGemmB(bool trans_b, int64_t k, int64_t n, const T* b, int64_t ldb, T* p
   for (int64_t p0 = 0; p0 < k; p0 += gemm_detail::kBlockK) {
     const int64_t kc = std::min(gemm_detail::kBlockK, k - p0);
     T* out = packed + p0 * width;
-    switch (nr) {
+    switch (nr) {  // every NR of PackedStrip: 4/6 (double on SSE2/WASM and NEON), 8 to 32
+      case 4: gemm_detail::PackB<T, 4>(g, p0, kc, 0, n, out); break;
+      case 6: gemm_detail::PackB<T, 6>(g, p0, kc, 0, n, out); break;
       case 8: gemm_detail::PackB<T, 8>(g, p0, kc, 0, n, out); break;
       case 12: gemm_detail::PackB<T, 12>(g, p0, kc, 0, n, out); break;
       case 16: gemm_detail::PackB<T, 16>(g, p0, kc, 0, n, out); break;
