@@ -415,6 +415,7 @@ struct LstmCase {
   int64_t layout = 0;
   bool bias = true, states = true, full_lengths = false, short_lengths = false, activations = false;
   bool only_parameter_gradients = false;  // dX, d_initial_h and d_initial_c unread: the fused LSTMGrad skips them
+  int64_t batch = 3, hidden = 10;
 };
 
 Model LstmWithGradient(const LstmCase& k, DataType dtype, const std::map<std::string, Tensor>& feeds) {
@@ -428,7 +429,7 @@ Model LstmWithGradient(const LstmCase& k, DataType dtype, const std::map<std::st
   lstm.inputs = {"x", "w", "r", k.bias ? "b" : "", k.full_lengths || k.short_lengths ? "lens" : "",
                  k.states ? "h0" : "", k.states ? "c0" : ""};
   lstm.outputs = {"y", "y_h", "y_c"};
-  lstm.attributes = {{"hidden_size", Attribute::Int(10)}, {"direction", Attribute::String(k.direction)},
+  lstm.attributes = {{"hidden_size", Attribute::Int(k.hidden)}, {"direction", Attribute::String(k.direction)},
                      {"layout", Attribute::Int(k.layout)}};
   if (k.activations) {
     Attribute names;
@@ -460,10 +461,24 @@ TEST(RecurrentFastPath, LstmFloat32MatchesFloat64ReferenceWithAndWithoutKeptTrac
       {"bidirectional_layout1", "bidirectional", 1, false, true},
       {"short_lengths_reference", "bidirectional", 0, true, true, false, true},
       {"parameter_gradients_only", "bidirectional", 1, true, true, false, false, false, true},
+      // Batch 1, and 4H = 268 past the GEMM's depth block (two K panels of R packed for dh).
+      {"batch1_hidden67", "bidirectional", 0, true, true, false, false, false, false, 1, 67},
+      {"batch7_hidden17_layout1", "reverse", 1, true, false, false, false, false, false, 7, 17},
   };
-  const int64_t seq = 5, batch = 3, input = 4, hidden = 10;
-  for (const LstmCase& k : cases) {
-    SCOPED_TRACE(k.name);
+  const int64_t seq = 5, input = 4;
+  struct Restore {
+    KernelBackend saved = ActiveKernelBackend();
+    ~Restore() { SetKernelBackend(saved); }
+  } restore;
+  for (const auto& [k, backend] : [&] {
+         std::vector<std::pair<LstmCase, KernelBackend>> runs;  // oneDNN's sgemm or our own on R packed once
+         for (const LstmCase& k : cases)
+           for (KernelBackend backend : Backends()) runs.emplace_back(k, backend);
+         return runs;
+       }()) {
+    SCOPED_TRACE(k.name + (backend == KernelBackend::kDnnl ? " (oneDNN)" : " (own kernels)"));
+    SetKernelBackend(backend);
+    const int64_t batch = k.batch, hidden = k.hidden;
     const int64_t dirs = k.direction == "bidirectional" ? 2 : 1;
     const Shape x_shape = k.layout ? Shape{batch, seq, input} : Shape{seq, batch, input};
     const Shape y_shape = k.layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};

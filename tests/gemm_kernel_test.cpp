@@ -25,9 +25,20 @@ void Tile(const gemm_detail::Operands<T>& g) {
   gemm_detail::BlockedImpl<T, MR, NV, Bytes>(g);
 }
 
+// GemmPackedB on B packed once by PackGemmB, on one thread and split between three.
+template <typename T, int Threads>
+void PrePacked(const gemm_detail::Operands<T>& g) {
+  std::vector<T> packed(static_cast<size_t>(PackedGemmBSize<T>(g.k, g.n)), std::numeric_limits<T>::quiet_NaN());
+  PackGemmB(g.trans_b, g.k, g.n, g.b, g.ldb, packed.data());
+  ThreadPool pool(Threads);
+  GemmPackedB(g.trans_a, g.m, g.n, g.k, g.alpha, g.a, g.lda, packed.data(), g.beta, g.c, g.ldc,
+              Threads > 1 ? &pool : nullptr);
+}
+
 template <typename T>
 std::vector<Variant<T>> Variants() {
-  std::vector<Variant<T>> v = {{"generic", &gemm_detail::BlockedGeneric<T>}, {"serial", &gemm_detail::Serial<T>}};
+  std::vector<Variant<T>> v = {{"generic", &gemm_detail::BlockedGeneric<T>}, {"serial", &gemm_detail::Serial<T>},
+                               {"packed B", &PrePacked<T, 1>}, {"packed B, 3 threads", &PrePacked<T, 3>}};
   if constexpr (std::is_same_v<T, float>) {
     // The other ISAs' tile shapes (same source, emulated at this CPU's width): NEON's, AVX-512's, SSE2/WASM's.
     v.push_back({"tile 8x3 vectors of 16 B", &Tile<T, 8, 3, 16>});

@@ -147,6 +147,20 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
         __builtin_memcpy(crow + j * L, &out, sizeof(V));
       }
     }
+  } else if (cols == NR) {  // the last rows of A: whole vectors still
+    for (int64_t i = 0; i < rows; ++i) {
+      T* crow = c + i * ldc;
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        V out = alpha * acc[i][j];
+        if (beta != T(0)) {
+          V old;
+          __builtin_memcpy(&old, crow + j * L, sizeof(V));
+          out += beta == T(1) ? old : beta * old;
+        }
+        __builtin_memcpy(crow + j * L, &out, sizeof(V));
+      }
+    }
   } else {
     T tile[MR][NR];
     __builtin_memcpy(tile, acc, sizeof(tile));
@@ -193,6 +207,32 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
   }
 }
 
+// C (g.m x g.n) from columns [j0, j0 + g.n) of a B packed whole by PackGemmB (all K panels, each `width`
+// columns wide in strips of NR; j0 a multiple of NR): BlockedImpl without packing B.
+template <typename T, int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void PrePackedImpl(const Operands<T>& g, const T* packed, int64_t width, int64_t j0) {
+  const int64_t kc_max = std::min(g.k, kBlockK);
+  const int64_t mc_max = std::min((g.m + MR - 1) / MR * MR, kBlockM);
+  constexpr int NR = NV * Bytes / static_cast<int>(sizeof(T));
+  thread_local std::vector<T> packed_a;
+  if (packed_a.size() < static_cast<size_t>(kc_max * mc_max)) packed_a.resize(static_cast<size_t>(kc_max * mc_max));
+  for (int64_t p0 = 0; p0 < g.k; p0 += kBlockK) {
+    const int64_t kc = std::min(kBlockK, g.k - p0);
+    const T beta = p0 == 0 ? g.beta : T(1);
+    const T* panel = packed + p0 * width + j0 * kc;
+    for (int64_t i0 = 0; i0 < g.m; i0 += kBlockM) {
+      const int64_t mc = std::min(kBlockM, g.m - i0);
+      PackA<T, MR>(g, i0, mc, p0, kc, packed_a.data());
+      for (int64_t js = 0; js < g.n; js += NR) {
+        const int64_t cols = std::min<int64_t>(NR, g.n - js);
+        for (int64_t is = 0; is < mc; is += MR)
+          MicroKernel<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, panel + js * kc, g.c + (i0 + is) * g.ldc + js,
+                                        g.ldc, std::min<int64_t>(MR, mc - is), cols, g.alpha, beta);
+      }
+    }
+  }
+}
+
 // Register tiles per vector width: MR rows by NV vectors, MR * NV accumulators plus NV B vectors and
 // one broadcast A value within the register file (16 for SSE2/AVX2/WASM, 32 for NEON/AVX-512).
 template <typename T>
@@ -218,6 +258,63 @@ __attribute__((target("avx512f,avx2,fma"))) void BlockedAvx512(const Operands<T>
   BlockedImpl<T, 12, 2, 64>(g);
 }
 #endif
+
+template <typename T>
+void PrePackedGeneric(const Operands<T>& g, const T* packed, int64_t width, int64_t j0) {
+#if defined(__AVX512F__)
+  PrePackedImpl<T, 12, 2, 64>(g, packed, width, j0);
+#elif defined(__AVX2__)
+  PrePackedImpl<T, 6, 2, 32>(g, packed, width, j0);
+#elif defined(__aarch64__)
+  PrePackedImpl<T, 8, 3, 16>(g, packed, width, j0);
+#else
+  PrePackedImpl<T, 6, 2, 16>(g, packed, width, j0);
+#endif
+}
+
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+template <typename T>
+__attribute__((target("avx2,fma"))) void PrePackedAvx2(const Operands<T>& g, const T* packed, int64_t width,
+                                                       int64_t j0) {
+  PrePackedImpl<T, 6, 2, 32>(g, packed, width, j0);
+}
+template <typename T>
+__attribute__((target("avx512f,avx2,fma"))) void PrePackedAvx512(const Operands<T>& g, const T* packed,
+                                                                 int64_t width, int64_t j0) {
+  PrePackedImpl<T, 12, 2, 64>(g, packed, width, j0);
+}
+#endif
+
+// NR of the micro-kernel PrePacked* runs on this CPU (the strip width of PackGemmB's layout).
+template <typename T>
+int PackedStrip() {
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  if constexpr (std::is_same_v<T, float>) {
+    if (CpuHasAvx512()) return 32;
+  }
+  if (CpuHasAvx2Fma()) return static_cast<int>(64 / sizeof(T));
+#endif
+#if defined(__AVX512F__)
+  return static_cast<int>(128 / sizeof(T));
+#elif defined(__AVX2__)
+  return static_cast<int>(64 / sizeof(T));
+#elif defined(__aarch64__)
+  return static_cast<int>(48 / sizeof(T));
+#else
+  return static_cast<int>(32 / sizeof(T));
+#endif
+}
+
+template <typename T>
+void PrePacked(const Operands<T>& g, const T* packed, int64_t width, int64_t j0) {
+#if defined(EDGETRAIN_GEMM_AVX2_DISPATCH)
+  if constexpr (std::is_same_v<T, float>) {
+    if (CpuHasAvx512()) return PrePackedAvx512(g, packed, width, j0);
+  }
+  if (CpuHasAvx2Fma()) return PrePackedAvx2(g, packed, width, j0);
+#endif
+  PrePackedGeneric(g, packed, width, j0);
+}
 
 // Direct loops for small products and for matrix-vector shapes, where packing does not pay.
 template <typename T>
@@ -340,6 +437,56 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
       part.c = c + lo * ldc;
     }
     gemm_detail::Serial(part);
+  });
+}
+
+// A B that many products share (a recurrent weight applied at every time step) packed once into the
+// micro-kernel's layout: PackedGemmBSize(k, n) values for op(B) [k x n], then GemmPackedB per product.
+template <typename T>
+int64_t PackedGemmBSize(int64_t k, int64_t n) {
+  const int64_t nr = gemm_detail::PackedStrip<T>();
+  return std::max<int64_t>(k, 1) * ((n + nr - 1) / nr * nr);
+}
+template <typename T>
+void PackGemmB(bool trans_b, int64_t k, int64_t n, const T* b, int64_t ldb, T* packed) {
+  const gemm_detail::Operands<T> g{false, trans_b, 0, n, k, T(1), nullptr, 0, b, ldb, T(0), nullptr, 0};
+  const int64_t nr = gemm_detail::PackedStrip<T>(), width = (n + nr - 1) / nr * nr;
+  for (int64_t p0 = 0; p0 < k; p0 += gemm_detail::kBlockK) {
+    const int64_t kc = std::min(gemm_detail::kBlockK, k - p0);
+    T* out = packed + p0 * width;
+    switch (nr) {  // every NR of PackedStrip: 4/6 (double on SSE2/WASM and NEON), 8 to 32
+      case 4: gemm_detail::PackB<T, 4>(g, p0, kc, 0, n, out); break;
+      case 6: gemm_detail::PackB<T, 6>(g, p0, kc, 0, n, out); break;
+      case 8: gemm_detail::PackB<T, 8>(g, p0, kc, 0, n, out); break;
+      case 12: gemm_detail::PackB<T, 12>(g, p0, kc, 0, n, out); break;
+      case 16: gemm_detail::PackB<T, 16>(g, p0, kc, 0, n, out); break;
+      case 24: gemm_detail::PackB<T, 24>(g, p0, kc, 0, n, out); break;
+      default: gemm_detail::PackB<T, 32>(g, p0, kc, 0, n, out); break;
+    }
+  }
+}
+
+// C[m x n] = alpha * op(A) * B + beta * C as Gemm, B from PackGemmB with the same k and n; always our own
+// micro-kernel (no oneDNN). With a pool of several threads, large products split C's columns.
+template <typename T>
+void GemmPackedB(bool trans_a, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* packed,
+                 T beta, T* c, int64_t ldc, ThreadPool* pool = nullptr) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "GemmPackedB supports float and double");
+  gemm_detail::Operands<T> g{trans_a, false, m, n, k, alpha, a, lda, nullptr, 0, beta, c, ldc};
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) return gemm_detail::Serial(g);  // scales C only
+  const int64_t nr = gemm_detail::PackedStrip<T>(), width = (n + nr - 1) / nr * nr, strips = width / nr;
+  constexpr int64_t kMinWorkPerThread = 1 << 18;  // multiply-adds
+  if (!pool || pool->num_threads() <= 1 || m * n * k < 2 * kMinWorkPerThread) {
+    gemm_detail::PrePacked(g, packed, width, 0);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, m * nr * k));
+  pool->ParallelFor(strips, grain, [&](int64_t begin, int64_t end) {
+    gemm_detail::Operands<T> part = g;
+    part.n = std::min(n, end * nr) - begin * nr;
+    part.c = c + begin * nr;
+    gemm_detail::PrePacked(part, packed, width, begin * nr);
   });
 }
 

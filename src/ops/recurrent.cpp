@@ -600,9 +600,21 @@ int64_t FastLstmTraceSize(const Config& c) {
 }
 
 // Values of scratch FastLstmForward and FastLstmBackward take.
-int64_t FastLstmForwardWork(const Config& c) { return c.GH() * (c.input + 1); }
+// Both hold R packed once for the GEMM of every time step when our own GEMM runs (oneDNN's sgemm is as fast
+// on these shapes without it).
+int64_t FastLstmForwardWork(const Config& c) {
+  return c.GH() * (c.input + 1) + (UseDnnl() ? 0 : PackedGemmBSize<float>(c.hidden, c.GH()));
+}
 int64_t FastLstmBackwardWork(const Config& c) {
-  return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH();
+  return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH() +
+         (UseDnnl() ? 0 : PackedGemmBSize<float>(c.GH(), c.hidden));
+}
+
+// C[m x n] = A op(R) + beta C for one time step: oneDNN's sgemm, or our kernel on R packed once per call.
+void RecurrentGemm(bool trans_r, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* r,
+                   int64_t ldr, const float* packed_r, float beta, float* c, int64_t ldc, ThreadPool* pool) {
+  if (UseDnnl()) return Gemm<float>(false, trans_r, m, n, k, 1.0f, a, lda, r, ldr, beta, c, ldc, pool);
+  GemmPackedB(false, m, n, k, 1.0f, a, lda, packed_r, beta, c, ldc, pool);
 }
 
 // Forward of every direction: Y (when y), Y_h and Y_c, and the trace (FastLstmTraceSize values).
@@ -612,6 +624,7 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
   // Pitch between the batch rows of one step in [rows, .] arrays (X's row order).
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
   float* wb = work;  // [GH, I + 1]
+  float* packed_r = wb + GH * (I + 1);
   // Exporters pass zeros as initial_h (PyTorch's ConstantOfShape): then the first step has no recurrent term.
   const int64_t states = c.dirs * B * H;
   const bool h0_zero = !in.h0 || std::all_of(in.h0, in.h0 + states, [](float v) { return v == 0.0f; });
@@ -630,6 +643,7 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
       wb[g * (I + 1) + I] = in.b ? in.b[d * 2 * GH + g] + in.b[d * 2 * GH + GH + g] : 0.0f;
     }
     Gemm<float>(false, true, rows, GH, I + 1, 1.0f, tr.xh, XH, wb, I + 1, 0.0f, tr.gates, GH, pool);
+    if (!UseDnnl()) PackGemmB(true, H, GH, r, H, packed_r);
     for (int64_t s = 0; s < c.seq; ++s) {
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
@@ -644,8 +658,8 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
       if (s > 0 || !h0_zero)
-        Gemm<float>(false, true, B, GH, H, 1.0f, hp, step_rows * XH, r, H, 1.0f, tr.gates + row0 * GH,
-                    step_rows * GH, pool);
+        RecurrentGemm(true, B, GH, H, hp, step_rows * XH, r, H, packed_r, 1.0f, tr.gates + row0 * GH,
+                      step_rows * GH, pool);
       // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
       const bool last = s == c.seq - 1;
       for (int64_t b = 0; b < B; ++b) {
@@ -670,10 +684,12 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
   float* dh = dgates + rows * GH;
   float* dc = dh + B * H;
   float* dwrb = dc + B * H;  // [I + 1 + H, GH]
+  float* packed_r = dwrb + (I + 1 + H) * GH;
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<const float> tr(c, trace, d);
     const int64_t XH = tr.xh_cols;
     const float* r = in.r + d * GH * H;
+    if (!UseDnnl()) PackGemmB(false, GH, H, r, H, packed_r);
     for (int64_t b = 0; b < B; ++b) {
       float* dhb = dh + b * H;
       float* dcb = dc + b * H;
@@ -689,7 +705,7 @@ void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool
                                dy ? dy + c.YOffset(t, d, b) : nullptr, dc + b * H, dgates + row * GH);
       }
       if (s > 0 || dh0)
-        Gemm<float>(false, false, B, H, GH, 1.0f, dgates + row0 * GH, step_rows * GH, r, H, 0.0f, dh, H, pool);
+        RecurrentGemm(false, B, H, GH, dgates + row0 * GH, step_rows * GH, r, H, packed_r, 0.0f, dh, H, pool);
     }
     for (int64_t b = 0; b < B; ++b) {
       if (dh0) std::copy_n(dh + b * H, H, dh0 + c.StateOffset(d, b));
