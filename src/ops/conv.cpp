@@ -149,6 +149,38 @@ void ReadConvAttributes(const ConvAttributes& a, const std::string& what, const 
   g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
 }
 
+// Rows of im2col/col2im are short (a few to tens of values): copied and added in 4-float chunks that
+// compile to one vector load/store each (SSE, NEON, WASM SIMD128), without memmove calls or alias checks.
+template <typename T>
+EDGETRAIN_GEMM_INLINE void CopyRow(T* __restrict dst, const T* __restrict src, int64_t n) {
+  int64_t i = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    typedef float V __attribute__((vector_size(16)));
+    for (; i + 4 <= n; i += 4) {
+      V v;
+      __builtin_memcpy(&v, src + i, sizeof(V));
+      __builtin_memcpy(dst + i, &v, sizeof(V));
+    }
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+template <typename T>
+EDGETRAIN_GEMM_INLINE void AddRow(T* __restrict dst, const T* __restrict src, int64_t n) {
+  int64_t i = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    typedef float V __attribute__((vector_size(16)));
+    for (; i + 4 <= n; i += 4) {
+      V a, b;
+      __builtin_memcpy(&a, dst + i, sizeof(V));
+      __builtin_memcpy(&b, src + i, sizeof(V));
+      a += b;
+      __builtin_memcpy(dst + i, &a, sizeof(V));
+    }
+  }
+  for (; i < n; ++i) dst[i] += src[i];
+}
+
 // Rows of the unfolded input for one image and group: row (c, kernel offset), column = output
 // position; entries outside the input are zero. `x` points at the group's first channel.
 template <typename T>
@@ -186,7 +218,7 @@ void Im2Col(const ConvGeometry& g, int64_t channels, const T* x, T* col) {
           // Plain loops: rows are short (a few to tens of values), where memmove/memset calls dominate.
           for (int64_t o = 0; o < lo; ++o) dst[o] = T(0);
           if (stride_last == 1) {
-            for (int64_t o = lo; o < hi; ++o) dst[o] = src[o + base_last];
+            CopyRow(dst + lo, src + lo + base_last, hi - lo);
           } else {
             for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * stride_last + base_last];
           }
@@ -236,8 +268,7 @@ void Col2ImAdd(const ConvGeometry& g, int64_t channels, const T* col, T* y) {
         if (inside) {
           T* dst = yc + offset * out_last;
           if (stride_last == 1) {
-            T* __restrict out = dst + base_last;
-            for (int64_t i = lo; i < hi; ++i) out[i] += src[i];
+            AddRow(dst + base_last + lo, src + lo, hi - lo);
           } else {
             for (int64_t i = lo; i < hi; ++i) dst[i * stride_last + base_last] += src[i];
           }

@@ -271,6 +271,15 @@ void PowKernel(KernelContext& ctx) {
     using T = TagType<decltype(tag)>;
     using C = ComputeType<T>;
     if (exponent.dtype() == base.dtype()) {
+      // x^2 and x^1 (LayerNorm's variance, Pow's own gradient): exact products instead of a pow call per element.
+      if constexpr (std::is_floating_point_v<C>) {
+        const C e = exponent.numel() == 1 ? elementwise::Load(exponent.data<T>()[0]) : C(0);
+        if (exponent.numel() == 1 && (e == C(2) || e == C(1)) && base.shape() == shape) {
+          if (e == C(2)) UnaryMap<T, T>(ctx.threads(), base, out, [](C x) { return x * x; });
+          else UnaryMap<T, T>(ctx.threads(), base, out, [](C x) { return x; });
+          return;
+        }
+      }
       BroadcastBinary<T, T, T>(ctx.threads(), base, exponent, out, [](C x, C y) { return PowValue(x, y); });
       return;
     }
