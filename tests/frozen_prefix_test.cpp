@@ -10,6 +10,7 @@
 #include <random>
 
 #include "autodiff/artifacts.hpp"
+#include "edgetrain/edgetrain_capi.hpp"
 #include "onnx/exporter.hpp"
 #include "test_util.hpp"
 #include "training/training_session.hpp"
@@ -288,6 +289,55 @@ TEST(FrozenPrefix, BadOptions) {
   std::vector<Tensor> batch = Batch({0, 1});
   batch[0] = Tensor::Scalar<float>(1);  // no batch axis
   EXPECT_INVALID(cached.TrainStep(batch), "batch axis");
+}
+
+// The C ABI: the option, its setter's bad values, the refusal, and the cache's counters.
+TEST(FrozenPrefix, CApi) {
+  et_session_options options;
+  et_session_options_init(&options);
+  EXPECT_EQ(options.frozen_prefix_cache_bytes, 0);
+  for (int64_t bytes : {int64_t{0}, int64_t{-1}}) {
+    et_error* error = et_session_options_set_frozen_prefix_cache(&options, bytes);
+    EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(et_error_get_message(error)).find("frozen prefix cache"), std::string::npos);
+    et_error_free(error);
+  }
+  const Artifacts& a = EvalCnn();
+  const std::string training = (a.dir / "training_model.onnx").string(), eval = (a.dir / "eval_model.onnx").string(),
+                    optimizer = (a.dir / "optimizer_model.onnx").string();
+  et::CheckpointState state = et::CheckpointState::Load((a.dir / "checkpoint").string());
+  et::SessionOptions bad;
+  bad.options.frozen_prefix_cache_bytes = -3;
+  EXPECT_THROW(et::TrainingSession(state, training, eval, optimizer, bad), et::Error);
+
+  et::TrainingSession plain(et::CheckpointState::Load((a.dir / "checkpoint").string()), training, eval, optimizer);
+  et::TrainingSession cached(state, training, eval, optimizer, et::SessionOptions().frozen_prefix_cache(1 << 20));
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& samples : kEpoch) {
+      std::vector<Tensor> batch = Batch(samples);
+      std::vector<float> x = batch[0].ToVector<float>();
+      std::vector<int64_t> y = batch[1].ToVector<int64_t>();
+      const std::vector<int64_t> x_shape(batch[0].shape().begin(), batch[0].shape().end());
+      const std::vector<et::TensorRef> feeds = {et::TensorRef(x, x_shape), et::TensorRef(y, {batch[1].dim(0)})};
+      const float expected = *static_cast<const float*>(et_values_data(plain.TrainStep(feeds).get(), 0));
+      et::Values out = cached.TrainStep(feeds);
+      EXPECT_EQ(*static_cast<const float*>(et_values_data(out.get(), 0)), expected);
+    }
+  const auto stats = cached.GetFrozenPrefixCache();
+  EXPECT_EQ(stats.samples, 6u);
+  EXPECT_EQ(stats.hits, 6u);
+  EXPECT_EQ(stats.misses, 6u);
+  EXPECT_EQ(stats.bytes, 6u * (kChannels * 4 + 64));
+
+  const Artifacts bn = Generate("capi_training_bn", Backbone::kTrainingBatchNorm);
+  try {
+    et::TrainingSession refused(et::CheckpointState::Load((bn.dir / "checkpoint").string()),
+                                (bn.dir / "training_model.onnx").string(), {}, {},
+                                et::SessionOptions().frozen_prefix_cache(1 << 20));
+    ADD_FAILURE() << "a training-mode BatchNormalization prefix was cached";
+  } catch (const et::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNormalization_1"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
