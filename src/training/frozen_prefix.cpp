@@ -114,8 +114,11 @@ std::optional<FrozenPrefixSplit> SplitFrozenPrefix(const Model& training, const 
     return reads_caller && Deterministic(g, training, n);
   };
   for (size_t k : order) in_prefix[k] = eligible(k);
-  // Only what leads to a frozen parameter's layer: nodes on the labels alone stay with the loss.
+  // Only what leads to a frozen layer (reading a frozen parameter or a constant weight): nodes on the labels
+  // alone stay with the loss.
   std::unordered_set<std::string> on_fixed(fixed.begin(), fixed.end()), feeds_kept;
+  for (const auto& [name, t] : g.initializers)
+    if (IsFloatType(t.dtype()) && t.numel() > 1) on_fixed.insert(name);
   for (size_t k : order)
     for (const std::string& i : g.nodes[k].inputs)
       if (on_fixed.count(i))
@@ -164,13 +167,14 @@ std::optional<FrozenPrefixSplit> SplitFrozenPrefix(const Model& training, const 
 
   FrozenPrefixSplit split;
   std::unordered_set<std::string> prefix_values;
-  bool reads_fixed = false;
+  bool has_layer = false;  // worth a session of its own
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (!in_prefix[k]) continue;
     for (const std::string& o : g.nodes[k].outputs) prefix_values.insert(o);
-    for (const std::string& i : g.nodes[k].inputs) reads_fixed |= fixed.count(i) != 0;
+    const std::string& op = g.nodes[k].op_type;
+    has_layer |= g.nodes[k].domain.empty() && (op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul");
   }
-  if (!reads_fixed) return std::nullopt;
+  if (!has_layer) return std::nullopt;
   std::set<std::string> boundary;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (in_prefix[k]) continue;

@@ -23,7 +23,7 @@ struct FrozenPrefixSplit {
 
 // `caller`: the training model's inputs the caller feeds; `fixed`: inputs whose values do not change
 // from step to step (frozen parameters that nothing updates). Every other input is variable. Returns
-// nullopt when no prefix node reads a fixed parameter (nothing to gain).
+// nullopt when the prefix holds no Conv, Gemm or MatMul (nothing to gain).
 std::optional<FrozenPrefixSplit> SplitFrozenPrefix(const Model& training, const std::set<std::string>& caller,
                                                    const std::set<std::string>& fixed);
 
