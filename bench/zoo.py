@@ -303,7 +303,7 @@ class FrozenHeadBench:
                 timing = ["--warmup", "2", "--min-steps", "10", "--max-steps", "30", "--budget-s", "10",
                           "--create-repeats", "1"]
                 runs = []
-                for extra in ([], ["--cache-frozen-prefix", str(1 << 30)]):
+                for extra in ([], ["--cache-frozen-prefix", str(1 << 30)], ["--frozen-prefix", "0"]):
                     runs.append(gen if not gen.ok else self.run_child(
                         [bench_bin, "train", art, "--batch", str(self.batch), "--threads", str(t), *timing, *extra],
                         threads=t, timeout=900))
@@ -311,8 +311,8 @@ class FrozenHeadBench:
                                          str(self.batch), "--image", str(self.image), "--steps", "10", "--warmup", "2"],
                                         threads=t, timeout=900, env=torch_env(t))
                 self.log(f"zoo frozen {name} T={t}: edgetrain {cell_ms(runs[0])}, cached {cell_ms(runs[1])}, "
-                         f"PyTorch {cell_ms(theirs)}")
-                self.rows.append((name, t, runs[0], runs[1], theirs))
+                         f"prefix not split {cell_ms(runs[2])}, PyTorch {cell_ms(theirs)}")
+                self.rows.append((name, t, runs[0], runs[1], runs[2], theirs))
 
     def report(self, check):
         lines = [f"## Model zoo: head-only training over an eval-mode backbone at {self.image}x{self.image} (issue 14)",
@@ -322,14 +322,19 @@ class FrozenHeadBench:
                  "`--cache-frozen-prefix`, the step of a later epoch (every sample's backbone output cached). PyTorch: "
                  "the backbone in eval mode under torch.no_grad(), the head trained. Target: <= "
                  f"{self.TARGET}x PyTorch.", ""]
-        header = ["model", "threads", "edgetrain", "edgetrain cached", "PyTorch", "uncached vs PyTorch",
-                  "cached vs PyTorch"]
+        header = ["model", "threads", "edgetrain, prefix not split", "edgetrain (prefix as inference)",
+                  "edgetrain cached", "PyTorch", "uncached vs PyTorch", "cached vs PyTorch", "prefix nodes",
+                  "cache hits / misses"]
         rows = []
-        for name, t, ours, cached, theirs in self.rows:
+        for name, t, ours, cached, whole, theirs in self.rows:
             plain = check(f"zoo frozen {name} T={t} uncached <= {self.TARGET}x PyTorch", ratio(ours, theirs), self.TARGET)
             fast = check(f"zoo frozen {name} T={t} cached <= {self.TARGET}x PyTorch", ratio(cached, theirs), self.TARGET)
-            rows.append([name, t, cell_ms(ours), cell_ms(cached), cell_ms(theirs), " ".join(plain).strip(),
-                         " ".join(fast).strip()])
+            fast_ratio = ratio(cached, theirs)
+            fast_cell = f"{fast_ratio:.4f}x {fast[1]}" if fast_ratio is not None else " ".join(fast).strip()
+            nodes = f"{ours['frozen_prefix_nodes']:.0f}" if ours.ok else "-"
+            hits = f"{cached['prefix_cache_hits']:.0f} / {cached['prefix_cache_misses']:.0f}" if cached.ok else "-"
+            rows.append([name, t, cell_ms(whole), cell_ms(ours), cell_ms(cached), cell_ms(theirs),
+                         " ".join(plain).strip(), fast_cell, nodes, hits])
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
         return lines + [""]
