@@ -560,7 +560,8 @@ void CheckPrefixPerSample(const Model& training, const std::set<std::string>& ca
       Fail(ErrorCode::kInvalidArgument, "cache_frozen_prefix: ", n.Describe(),
            " in the frozen part of the network normalizes with the batch's statistics (BatchNormalization in training "
            "mode), so its results for a sample depend on the other samples of the batch; export the frozen backbone "
-           "in eval mode (model.eval(), training=TrainingMode.PRESERVE) to cache it");
+           "in eval mode (model.eval(), training=TrainingMode.PRESERVE) and generate the artifacts with "
+           "--frozen-backbone-as-exported (ArtifactOptions::frozen_backbone_as_exported) to cache it");
     if (!Deterministic(g, training, n))
       Fail(ErrorCode::kInvalidArgument, "cache_frozen_prefix: ", n.Describe(),
            " in the frozen part of the network draws random numbers (", n.op_type,
