@@ -11,6 +11,12 @@ process and is not counted).
 
     /usr/bin/python3 bench/zoo.py [--quick] [--models M ...] [--modes full head] [--threads 1 2]
     /usr/bin/python3 bench/zoo.py memory [--models M ...] [--batches 8 32]   (peak RSS and per-sample slope)
+    /usr/bin/python3 bench/zoo.py frozen [--models M ...] [--threads 1]      (head-only over an eval-mode backbone)
+
+`frozen`: the backbone exported in eval mode (model.eval(), TrainingMode.PRESERVE) and kept so by
+`generate-artifacts --frozen-backbone-as-exported`; edgetrain's head-only step without and with
+`--cache-frozen-prefix` (the timed steps of the cached run are those of a later epoch: the warm-up steps fill
+the cache) against PyTorch's head-only step with the backbone under torch.no_grad() in eval mode.
 
 bench/run.py runs it as its `zoo` section. The sub-commands below are what the runs call in children.
 """
@@ -37,6 +43,7 @@ ZOO = {
     "resnet18": ("resnet18", ["fc.weight", "fc.bias"]),
     "vit_b_32": ("vit_b_32", ["heads.head.weight", "heads.head.bias"]),
 }
+HEAD_MODULE = {"mobilenet_v2": "classifier", "efficientnet_b0": "classifier", "resnet18": "fc", "vit_b_32": "heads"}
 
 
 def openblas_coretype():
@@ -107,8 +114,11 @@ def timed_steps(step, steps, warmup):
 def cmd_export(a):
     import torch
     model = make_model(a.model)
+    if a.eval:
+        model.eval()
     x = torch.randn(2, 3, a.image, a.image)
-    torch.onnx.export(model, x, a.path, opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+    mode = torch.onnx.TrainingMode.PRESERVE if a.eval else torch.onnx.TrainingMode.TRAINING
+    torch.onnx.export(model, x, a.path, opset_version=17, training=mode,
                       do_constant_folding=False, input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
     with open(a.path + ".parameters.json", "w") as f:  # what trains in full mode (not BatchNorm's statistics)
@@ -132,6 +142,19 @@ def cmd_torch(a):
         opt.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         opt.step()
+
+    if a.mode == "frozen":  # what a PyTorch user does: the backbone in eval mode under no_grad, the head trains
+        model.eval()
+        classifier = getattr(model, HEAD_MODULE[a.model])
+        setattr(model, HEAD_MODULE[a.model], torch.nn.Identity())
+        classifier.train()
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                features = model(x)
+            loss_fn(classifier(features), y).backward()
+            opt.step()
 
     result = timed_steps(step, a.steps, a.warmup)
     result["openblas_kernel"] = openblas_kernel()
@@ -254,6 +277,69 @@ class ZooBench:
         return lines + [""]
 
 
+class FrozenHeadBench:
+    """Head-only training over an eval-mode backbone: edgetrain without and with the frozen prefix cache against
+    PyTorch's head step with the backbone under no_grad (target: 0.3x)."""
+
+    TARGET = 0.3
+
+    def __init__(self, run_child, build, work, models=None, threads=(1,), batch=8, image=224, log=print):
+        self.run_child, self.build, self.work = run_child, build, work
+        self.models, self.threads, self.batch, self.image, self.log = list(models or ZOO), list(threads), batch, image, log
+        self.rows = []  # (model, threads, edgetrain, edgetrain cached, PyTorch)
+
+    def measure(self):
+        bench_bin = os.path.join(self.build, "bench", "train_step_bench")
+        cli = os.path.join(self.build, "edgetrain")
+        me = os.path.abspath(__file__)
+        for name in self.models:
+            forward = os.path.join(self.work, f"zoo_{name}_eval.onnx")
+            art = os.path.join(self.work, f"zoo_{name}_frozen_edgetrain")
+            gen = self.run_child([PYTHON, me, "export", name, forward, "--image", str(self.image), "--eval"], timeout=900)
+            if gen.ok:
+                gen = self.run_child([cli, "generate-artifacts", forward, "--out", art, "--frozen-backbone-as-exported",
+                                      "--requires-grad", *ZOO[name][1]], timeout=900)
+            for t in self.threads:
+                timing = ["--warmup", "2", "--min-steps", "10", "--max-steps", "30", "--budget-s", "10",
+                          "--create-repeats", "1"]
+                runs = []
+                for extra in ([], ["--cache-frozen-prefix", str(1 << 30)], ["--frozen-prefix", "0"]):
+                    runs.append(gen if not gen.ok else self.run_child(
+                        [bench_bin, "train", art, "--batch", str(self.batch), "--threads", str(t), *timing, *extra],
+                        threads=t, timeout=900))
+                theirs = self.run_child([PYTHON, me, "torch", name, "--mode", "frozen", "--threads", str(t), "--batch",
+                                         str(self.batch), "--image", str(self.image), "--steps", "10", "--warmup", "2"],
+                                        threads=t, timeout=900, env=torch_env(t))
+                self.log(f"zoo frozen {name} T={t}: edgetrain {cell_ms(runs[0])}, cached {cell_ms(runs[1])}, "
+                         f"prefix not split {cell_ms(runs[2])}, PyTorch {cell_ms(theirs)}")
+                self.rows.append((name, t, runs[0], runs[1], runs[2], theirs))
+
+    def report(self, check):
+        lines = [f"## Model zoo: head-only training over an eval-mode backbone at {self.image}x{self.image} (issue 14)",
+                 "", f"Batch {self.batch}, AdamW, the classifier trains; the backbone exported under model.eval() "
+                 "(TrainingMode.PRESERVE) and kept in eval mode (`generate-artifacts --frozen-backbone-as-exported`). "
+                 "edgetrain runs the frozen prefix as inference (BatchNorm folded, activations fused); cached: "
+                 "`--cache-frozen-prefix`, the step of a later epoch (every sample's backbone output cached). PyTorch: "
+                 "the backbone in eval mode under torch.no_grad(), the head trained. Target: <= "
+                 f"{self.TARGET}x PyTorch.", ""]
+        header = ["model", "threads", "edgetrain, prefix not split", "edgetrain (prefix as inference)",
+                  "edgetrain cached", "PyTorch", "uncached vs PyTorch", "cached vs PyTorch", "prefix nodes",
+                  "cache hits / misses"]
+        rows = []
+        for name, t, ours, cached, whole, theirs in self.rows:
+            plain = check(f"zoo frozen {name} T={t} uncached <= {self.TARGET}x PyTorch", ratio(ours, theirs), self.TARGET)
+            fast = check(f"zoo frozen {name} T={t} cached <= {self.TARGET}x PyTorch", ratio(cached, theirs), self.TARGET)
+            fast_ratio = ratio(cached, theirs)
+            fast_cell = f"{fast_ratio:.4f}x {fast[1]}" if fast_ratio is not None else " ".join(fast).strip()
+            nodes = f"{ours['frozen_prefix_nodes']:.0f}" if ours.ok else "-"
+            hits = f"{cached['prefix_cache_hits']:.0f} / {cached['prefix_cache_misses']:.0f}" if cached.ok else "-"
+            rows.append([name, t, cell_ms(whole), cell_ms(ours), cell_ms(cached), cell_ms(theirs),
+                         " ".join(plain).strip(), fast_cell, nodes, hits])
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+        return lines + [""]
+
+
 class MemoryBench:
     """Peak RSS of the training process at two batch sizes (1 thread, full training, one step after one warm-up
     step), edgetrain beside PyTorch, and the per-sample slope between them: the issue's memory targets are
@@ -341,10 +427,11 @@ def main():
     e.add_argument("model", choices=ZOO)
     e.add_argument("path")
     e.add_argument("--image", type=int, default=224)
+    e.add_argument("--eval", action="store_true", help="export in eval mode (TrainingMode.PRESERVE after model.eval())")
     for name in ("torch", "ort-train"):
         s = sub.add_parser(name)
         s.add_argument("model" if name == "torch" else "dir")
-        s.add_argument("--mode", choices=["full", "head"], default="full")
+        s.add_argument("--mode", choices=["full", "head", "frozen"], default="full")
         s.add_argument("--threads", type=int, default=1)
         s.add_argument("--batch", type=int, default=8)
         s.add_argument("--image", type=int, default=224)
@@ -369,6 +456,12 @@ def main():
     mem.add_argument("--batches", nargs=2, type=int, default=[8, 32])
     mem.add_argument("--image", type=int, default=224)
     mem.add_argument("--work", help="keep exports and artifacts here (default: a temporary directory)")
+    fr = sub.add_parser("frozen", help="head-only over an eval-mode backbone, with and without the prefix cache")
+    fr.add_argument("--build", default=os.path.join(ROOT, "build"))
+    fr.add_argument("--models", nargs="*", choices=list(ZOO), default=list(ZOO))
+    fr.add_argument("--threads", nargs="*", type=int, default=[1])
+    fr.add_argument("--batch", type=int, default=8)
+    fr.add_argument("--image", type=int, default=224)
     a = p.parse_args(sys.argv[1:] or ["run"])
     if a.cmd == "export":
         cmd_export(a)
@@ -378,6 +471,14 @@ def main():
         cmd_ort_generate(a)
     elif a.cmd == "ort-train":
         cmd_ort_train(a)
+    elif a.cmd == "frozen":
+        sys.path.insert(0, HERE)
+        import run as bench_run
+        with tempfile.TemporaryDirectory(prefix="edgetrain-zoo-frozen-") as work:
+            bench = FrozenHeadBench(bench_run.run_child, os.path.abspath(a.build), work, a.models, a.threads, a.batch,
+                                    a.image, log=bench_run.log)
+            bench.measure()
+            print("\n".join(bench.report(lambda what, value, limit: bench_run.verdict(value, limit))))
     elif a.cmd == "memory":
         sys.path.insert(0, HERE)
         import run as bench_run

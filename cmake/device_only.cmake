@@ -9,7 +9,7 @@ set_source_files_properties(
   src/core/atomic_file.cpp src/capi/c_api.cpp src/training/ort_layout.cpp src/training/artifact_contract.cpp
   src/training/lr_scheduler.cpp src/ir/passes.cpp src/ir/graph.cpp src/runtime/session.cpp
   src/runtime/arena_plan.cpp src/runtime/memory_budget.cpp
-  src/training/training_session.cpp src/ops/registry.cpp src/core/dtype.cpp
+  src/training/training_session.cpp src/training/frozen_prefix.cpp src/ops/registry.cpp src/core/dtype.cpp
   PROPERTIES COMPILE_OPTIONS -Os)
 # So are the operator families no training step spends its time in: strings, Det/Unique, optionals, the vision
 # operators (NonMaxSuppression, RoiAlign, GridSample) and control flow (whose bodies' kernels keep -O3).

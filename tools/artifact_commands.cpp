@@ -69,6 +69,9 @@ void AddArtifactCommands(CLI::App& app) {
       "--keep-cheap-values", [o] { o->artifacts.recompute_cheap_values = false; },
       "keep activation and normalization outputs for the backward pass instead of recomputing them there "
       "(more memory, less compute)");
+  gen->add_flag("--frozen-backbone-as-exported", o->artifacts.frozen_backbone_as_exported,
+                "BatchNormalization and Dropout exported in eval mode that no trainable parameter reaches stay in "
+                "eval mode in the training model (a frozen backbone under model.eval())");
   AddLossOptions(gen, o->artifacts.loss, o->loss_name, o->reduction, o->label_type);
   AddOptimizerOptions(gen, o->artifacts.optimizer, o->optimizer);
   gen->callback([o] {

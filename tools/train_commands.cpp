@@ -215,6 +215,7 @@ struct TrainOptions {
   int threads = 1;
   uint64_t seed = 0;
   std::string memory_limit, memory_budget;  // byte sizes as given ("512M"); empty: none
+  std::string cache_frozen_prefix;          // the cache's byte limit as given; empty: no cache
 };
 
 void RegisterScheduler(TrainingSession& session, const TrainOptions& o, int64_t total_steps) {
@@ -236,6 +237,10 @@ void Train(const TrainOptions& o) {
   TrainingSessionOptions options{o.threads, o.seed};
   if (!o.memory_limit.empty()) options.memory_limit_bytes = ParseByteSize(o.memory_limit, "--memory-limit");
   if (!o.memory_budget.empty()) options.memory_budget_bytes = ParseByteSize(o.memory_budget, "--memory-budget");
+  if (!o.cache_frozen_prefix.empty()) {
+    options.cache_frozen_prefix = true;
+    options.frozen_prefix_cache_bytes = ParseByteSize(o.cache_frozen_prefix, "--cache-frozen-prefix");
+  }
   CheckpointState state = CheckpointState::Load(o.resume.empty() ? files.checkpoint : o.resume);
   TrainingSession session(state, files.training, files.eval, files.optimizer, options);
 
@@ -284,6 +289,11 @@ void Train(const TrainOptions& o) {
                       static_cast<double>(end) / std::max(elapsed, 1e-9), elapsed);
     }
     progress.EndEpoch();
+    if (options.cache_frozen_prefix) {
+      const FrozenPrefixStats cache = session.frozen_prefix_stats();
+      std::cout << "frozen prefix cache: " << cache.cached_samples << " samples, " << cache.cache_bytes << " bytes, "
+                << cache.hits << " hits, " << cache.misses << " misses" << std::endl;
+    }
     const double seconds = SecondsSince(start);
     const double train_loss = loss_sum / steps_per_epoch, samples_per_s = train.size / seconds;
     std::optional<EvalResult> result;
@@ -409,6 +419,9 @@ void AddTrainCommands(CLI::App& app) {
   train->add_option("--memory-budget", t->memory_budget,
                     "bytes for the training step's intermediate tensors, such as 512M or 2G: forward values are "
                     "recomputed in the backward pass to fit (default: none)");
+  train->add_option("--cache-frozen-prefix", t->cache_frozen_prefix,
+                    "cache the frozen prefix's outputs per sample, up to this many bytes (such as 1G), so that later "
+                    "epochs of head-only training skip the frozen backbone (default: no cache)");
   train->add_option("--limit", t->limit, "use only the first N training samples")->check(CLI::NonNegativeNumber);
   train->add_option("--checkpoint-out", t->checkpoint_out, "checkpoint written after each epoch (with optimizer state)");
   train->add_option("--resume", t->resume, "continue from this checkpoint (its epoch count and optimizer state)");

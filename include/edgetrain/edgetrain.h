@@ -150,6 +150,11 @@ typedef struct et_session_options {
    * first train step at new input shapes with ET_ERROR_RESOURCE_EXHAUSTED naming the smallest that fits;
    * a negative value is ET_ERROR_INVALID_ARGUMENT at creation. Training sessions only. */
   int64_t memory_budget_bytes;
+  /* Bytes of a per-sample cache of the frozen prefix's outputs (the nodes before every trainable parameter,
+   * run as inference); 0: no cache. Samples are told apart by a hash of their bytes in the inputs the prefix
+   * reads; once full, new samples are not cached. A prefix that mixes the samples of a batch (BatchNorm in
+   * training mode, Dropout) is ET_ERROR_INVALID_ARGUMENT at creation naming the node, as is a negative value. */
+  int64_t frozen_prefix_cache_bytes;
 } et_session_options;
 
 /* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit, no budget). */
@@ -158,6 +163,8 @@ void et_session_options_init(et_session_options* options);
 et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes);
 /* Sets options->memory_budget_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
 et_error* et_session_options_set_memory_budget(et_session_options* options, int64_t bytes);
+/* Sets options->frozen_prefix_cache_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
+et_error* et_session_options_set_frozen_prefix_cache(et_session_options* options, int64_t bytes);
 
 /* Which graph of a session a name query is about. The last value keeps the type as wide as int, so
  * that an unknown kind is a typed error rather than undefined behaviour. */
@@ -227,6 +234,11 @@ et_error* et_training_session_output_name(const et_training_session* session, et
  * how many forward values it recomputes to fit memory_budget_bytes. Either out-parameter may be NULL. */
 et_error* et_training_session_get_memory_plan(const et_training_session* session, uint64_t* out_arena_bytes,
                                               size_t* out_recomputed_values);
+
+/* The frozen prefix cache: samples and bytes it holds, samples found in it and not, over all train steps
+ * (all 0 without a cache). Any out-parameter may be NULL. */
+et_error* et_training_session_get_frozen_prefix_cache(const et_training_session* session, uint64_t* out_samples,
+                                                      uint64_t* out_bytes, uint64_t* out_hits, uint64_t* out_misses);
 
 /* Reseeds the random operators: the same seed gives the same Dropout masks. */
 et_error* et_training_session_set_seed(et_training_session* session, uint64_t seed);

@@ -243,6 +243,11 @@ struct SessionOptions {
     Check(et_session_options_set_memory_budget(&options, bytes));
     return *this;
   }
+  // Caches the frozen prefix's outputs per sample, up to `bytes` (et_session_options).
+  SessionOptions& frozen_prefix_cache(int64_t bytes) {
+    Check(et_session_options_set_frozen_prefix_cache(&options, bytes));
+    return *this;
+  }
   et_session_options options;
 };
 
@@ -318,6 +323,15 @@ class TrainingSession {
     MemoryPlan plan;
     Check(et_training_session_get_memory_plan(session_.get(), &plan.arena_bytes, &plan.recomputed_values));
     return plan;
+  }
+
+  struct FrozenPrefixCache {
+    uint64_t samples = 0, bytes = 0, hits = 0, misses = 0;
+  };
+  FrozenPrefixCache GetFrozenPrefixCache() const {
+    FrozenPrefixCache c;
+    Check(et_training_session_get_frozen_prefix_cache(session_.get(), &c.samples, &c.bytes, &c.hits, &c.misses));
+    return c;
   }
 
   void SetSeed(uint64_t seed) { Check(et_training_session_set_seed(session_.get(), seed)); }

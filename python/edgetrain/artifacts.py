@@ -86,6 +86,8 @@ def generate_artifacts(
     additional_output_names=None,
     nominal_checkpoint=False,
     loss_input_names=None,
+    *,
+    frozen_backbone_as_exported=False,
 ):
     """Writes the training and eval models, the checkpoint and (with an optimizer) the optimizer model.
 
@@ -106,6 +108,9 @@ def generate_artifacts(
         additional_output_names: model values the training and eval models return after the loss.
         nominal_checkpoint: also write ``<prefix>nominal_checkpoint`` (names and types, no values).
         loss_input_names: the model outputs the loss takes (default: every graph output).
+        frozen_backbone_as_exported: (edgetrain's addition, keyword only) BatchNormalization and Dropout exported
+            in eval mode that no trainable parameter reaches stay in eval mode in the training model (a backbone
+            frozen under ``model.eval()``), so that ``Module(..., cache_frozen_prefix=True)`` can cache it.
 
     Returns:
         edgetrain's addition: a dict of the paths written (training_model, eval_model, checkpoint, and
@@ -132,6 +137,7 @@ def generate_artifacts(
             return (*loss_outputs, *additional_output_names)
 
     training_block = _TrainingBlock()
+    training_block.frozen_backbone_as_exported = frozen_backbone_as_exported
     if requires_grad is not None and frozen_params is not None and set(requires_grad) & set(frozen_params):
         raise RuntimeError("A parameter cannot be frozen and require gradient computation at the same "
                            f"time {set(requires_grad) & set(frozen_params)}")

@@ -193,20 +193,28 @@ struct ModelArgument {
 
 ModelSource SourceOf(const std::optional<ModelArgument>& model) { return model ? model->Source() : ModelSource(); }
 
-// Module's memory_budget: None, a positive int of bytes, or a size such as "512M" or "2G".
-std::optional<int64_t> MemoryBudget(const py::object& value) {
+// Module's memory_budget (and cache_frozen_prefix's size): None, a positive int of bytes, or a size such
+// as "512M" or "2G".
+std::optional<int64_t> MemoryBudget(const py::object& value, const char* what = "memory_budget") {
   if (value.is_none()) return std::nullopt;
-  if (py::isinstance<py::str>(value)) return ParseByteSize(value.cast<std::string>(), "memory_budget");
+  if (py::isinstance<py::str>(value)) return ParseByteSize(value.cast<std::string>(), what);
   if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
     const py::int_ bytes = py::reinterpret_borrow<py::int_>(value);
     const std::string text = py::repr(value).cast<std::string>();
-    ET_CHECK(bytes > py::int_(0), ErrorCode::kInvalidArgument, "memory_budget: must be a positive number of bytes, got ",
-             text);
-    ET_CHECK(bytes <= py::int_(INT64_MAX), ErrorCode::kInvalidArgument, "memory_budget: ", text, " bytes is too large");
+    ET_CHECK(bytes > py::int_(0), ErrorCode::kInvalidArgument, what, ": must be a positive number of bytes, got ", text);
+    ET_CHECK(bytes <= py::int_(INT64_MAX), ErrorCode::kInvalidArgument, what, ": ", text, " bytes is too large");
     return bytes.cast<int64_t>();
   }
-  throw py::type_error("memory_budget: expected None, an int of bytes or a str such as '512M', got " +
+  throw py::type_error(std::string(what) + ": expected None, an int of bytes or a str such as '512M', got " +
                        py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>());
+}
+
+// Module's cache_frozen_prefix: None or False (no cache), True (the default size), or a size as above.
+void FrozenPrefixCache(const py::object& value, TrainingSessionOptions& options) {
+  if (value.is_none() || (py::isinstance<py::bool_>(value) && !value.cast<bool>())) return;
+  options.cache_frozen_prefix = true;
+  if (py::isinstance<py::bool_>(value)) return;
+  options.frozen_prefix_cache_bytes = *MemoryBudget(value, "cache_frozen_prefix");
 }
 
 // ---- the session a Module and its Optimizer share ----
@@ -216,10 +224,11 @@ std::optional<int64_t> MemoryBudget(const py::object& value) {
 class SharedSession {
  public:
   SharedSession(CheckpointState state, const py::object& training, const py::object& eval, int num_threads,
-                const py::object& memory_budget)
+                const py::object& memory_budget, const py::object& cache_frozen_prefix)
       : state_(std::move(state)), training_(*ModelArgument::From(training)), eval_(ModelArgument::From(eval)) {
     options_.num_threads = num_threads;
     options_.memory_budget_bytes = MemoryBudget(memory_budget);
+    FrozenPrefixCache(cache_frozen_prefix, options_);
     Rebuild();
   }
 
@@ -484,7 +493,8 @@ PYBIND11_MODULE(_edgetrain, m) {
       .def_readwrite("additional_outputs", &ArtifactOptions::additional_outputs)
       .def_readwrite("optimizer", &ArtifactOptions::optimizer)
       .def_readwrite("prefix", &ArtifactOptions::prefix)
-      .def_readwrite("unlisted_are_constants", &ArtifactOptions::unlisted_are_constants);
+      .def_readwrite("unlisted_are_constants", &ArtifactOptions::unlisted_are_constants)
+      .def_readwrite("frozen_backbone_as_exported", &ArtifactOptions::frozen_backbone_as_exported);
 
   py::class_<LossComposer>(m, "LossComposer", "Builds a loss inside generate_artifacts (valid only there).")
       .def("num_predictions", &LossComposer::NumPredictions)
@@ -569,9 +579,19 @@ PYBIND11_MODULE(_edgetrain, m) {
       });
 
   py::class_<SharedSession>(m, "TrainingSession")
-      .def(py::init<CheckpointState, py::object, py::object, int, py::object>(), py::arg("state"),
+      .def(py::init<CheckpointState, py::object, py::object, int, py::object, py::object>(), py::arg("state"),
            py::arg("training_model"), py::arg("eval_model") = py::none(), py::arg("num_threads") = 1,
-           py::arg("memory_budget") = py::none())
+           py::arg("memory_budget") = py::none(), py::arg("cache_frozen_prefix") = py::none())
+      .def("frozen_prefix_cache",
+           [](SharedSession& s) {
+             const FrozenPrefixStats stats = s.session().frozen_prefix_stats();
+             py::dict cache;
+             cache["samples"] = stats.cached_samples;
+             cache["bytes"] = stats.cache_bytes;
+             cache["hits"] = stats.hits;
+             cache["misses"] = stats.misses;
+             return cache;
+           })
       .def("memory_plan",
            [](SharedSession& s) {
              py::dict plan;

@@ -82,11 +82,15 @@ void ParametersToInputs(Graph& g, const std::vector<std::string>& params) {
 
 // Puts BatchNormalization and Dropout into training or eval mode. In training mode BatchNorm
 // returns its updated running statistics as "<stat>.updated" and Dropout returns its mask.
-std::vector<std::string> SetMode(Graph& g, bool training, const std::vector<std::string>& states) {
+// Nodes marked in `as_exported` keep the export's mode.
+std::vector<std::string> SetMode(Graph& g, bool training, const std::vector<std::string>& states,
+                                 const std::vector<bool>& as_exported = {}) {
   auto is_state = [&](const std::string& v) { return std::count(states.begin(), states.end(), v) != 0; };
   std::vector<std::string> state_updates;
   g.initializers[training ? kTrainingModeTrue : kTrainingModeFalse] = Tensor::Scalar<bool>(training);
-  for (auto& n : g.nodes) {
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& n = g.nodes[k];
+    if (k < as_exported.size() && as_exported[k]) continue;
     if (IsBatchNorm(n)) {
       n.attributes["training_mode"] = Attribute::Int(training ? 1 : 0);
       // Statistics that are not state (computed in the graph) cannot be written back.
@@ -225,7 +229,25 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
     m.opsets[kEdgetrainDomain] = 1;  // fused gradient operators
     Graph& g = m.graph;
     ParametersToInputs(g, params);
-    std::vector<std::string> state_updates = SetMode(g, training, out.states);
+    std::vector<bool> as_exported;
+    if (training && options.frozen_backbone_as_exported) {
+      // BatchNormalization and Dropout in eval form that no trainable parameter reaches stay so.
+      std::unordered_set<std::string> trained(out.trainable.begin(), out.trainable.end());
+      as_exported.assign(g.nodes.size(), false);
+      for (size_t k : TopologicalOrder(g)) {
+        const Node& n = g.nodes[k];
+        bool reached = false;
+        for (const auto& in : NodeReads(n)) reached |= trained.count(in) != 0;
+        if (reached) {
+          for (const auto& o : n.outputs) trained.insert(o);
+        } else {
+          const bool eval_form = IsBatchNorm(n) ? n.GetInt("training_mode", 0) == 0 && n.outputs.size() == 1
+                                                : IsDropout(n) && (n.inputs.size() < 3 || n.inputs[2].empty());
+          as_exported[k] = eval_form;
+        }
+      }
+    }
+    std::vector<std::string> state_updates = SetMode(g, training, out.states, as_exported);
     AppendedLoss loss = AppendLoss(g, options.loss, predictions);
     std::vector<ValueInfo> user_inputs, param_inputs;
     for (const auto& in : g.inputs)

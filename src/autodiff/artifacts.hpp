@@ -28,6 +28,10 @@ struct ArtifactOptions {
   // The training model recomputes, in the backward pass, forward values that activations, elementwise
   // arithmetic and normalizations make from values it keeps anyway (RecomputeCheapForwardValues).
   bool recompute_cheap_values = true;
+  // In the training model, BatchNormalization and Dropout nodes in eval form (as exported under
+  // model.eval()) that no trainable parameter reaches stay in eval mode, as a PyTorch backbone frozen
+  // with .eval(); false: every one runs in training mode.
+  bool frozen_backbone_as_exported = false;
 };
 
 struct ArtifactPaths {

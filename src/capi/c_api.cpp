@@ -204,6 +204,15 @@ void et_session_options_init(et_session_options* options) {
   options->seed = defaults.seed;
   options->memory_limit_bytes = 0;
   options->memory_budget_bytes = 0;
+  options->frozen_prefix_cache_bytes = 0;
+}
+
+et_error* et_session_options_set_frozen_prefix_cache(et_session_options* options, int64_t bytes) {
+  return ET_GUARD({
+    ET_CHECK(bytes > 0, ErrorCode::kInvalidArgument, function,
+             ": the frozen prefix cache needs a positive number of bytes, got ", bytes);
+    ET_REQUIRE(options)->frozen_prefix_cache_bytes = bytes;
+  });
 }
 
 et_error* et_session_options_set_memory_budget(et_session_options* options, int64_t bytes) {
@@ -355,6 +364,17 @@ et_error* et_training_session_get_memory_plan(const et_training_session* session
     const edgetrain::TrainingSession& s = ET_REQUIRE(session)->session;
     if (out_arena_bytes != nullptr) *out_arena_bytes = s.training_arena_bytes();
     if (out_recomputed_values != nullptr) *out_recomputed_values = s.recomputed_values();
+  });
+}
+
+et_error* et_training_session_get_frozen_prefix_cache(const et_training_session* session, uint64_t* out_samples,
+                                                      uint64_t* out_bytes, uint64_t* out_hits, uint64_t* out_misses) {
+  return ET_GUARD({
+    const edgetrain::FrozenPrefixStats stats = ET_REQUIRE(session)->session.frozen_prefix_stats();
+    if (out_samples != nullptr) *out_samples = stats.cached_samples;
+    if (out_bytes != nullptr) *out_bytes = stats.cache_bytes;
+    if (out_hits != nullptr) *out_hits = stats.hits;
+    if (out_misses != nullptr) *out_misses = stats.misses;
   });
 }
 

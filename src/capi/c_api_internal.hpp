@@ -187,6 +187,13 @@ inline edgetrain::TrainingSessionOptions ToTrainingOptions(const et_session_opti
     ET_CHECK(options->memory_budget_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_budget_bytes is ",
              options->memory_budget_bytes, "; it must be positive, or 0 for no budget");
     if (options->memory_budget_bytes > 0) result.memory_budget_bytes = options->memory_budget_bytes;
+    ET_CHECK(options->frozen_prefix_cache_bytes >= 0, ErrorCode::kInvalidArgument,
+             "session options: frozen_prefix_cache_bytes is ", options->frozen_prefix_cache_bytes,
+             "; it must be positive, or 0 for no cache");
+    if (options->frozen_prefix_cache_bytes > 0) {
+      result.cache_frozen_prefix = true;
+      result.frozen_prefix_cache_bytes = options->frozen_prefix_cache_bytes;
+    }
   }
   return result;
 }

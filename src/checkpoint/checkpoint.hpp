@@ -38,6 +38,9 @@ struct Checkpoint {
   std::map<std::string, DataType> nominal_frozen;
   std::optional<OptimizerState> optimizer;
   std::map<std::string, PropertyValue> properties;
+  // Counts writes of frozen parameters from outside a training step (not saved): a session that keeps
+  // something computed from them (a folded frozen prefix, its cache) recomputes it when this changes.
+  uint64_t frozen_revision = 0;
 };
 
 // Total bytes above which SaveCheckpoint moves tensor data to `<path>.data` (FlatBuffers cap at 2 GiB).

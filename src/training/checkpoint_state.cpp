@@ -83,6 +83,7 @@ void CheckpointState::UpdateParameter(const std::string& name, const Tensor& val
   ET_CHECK(value.shape() == target->shape(), ErrorCode::kInvalidArgument, "UpdateParameter: parameter '", name,
            "' has shape ", ShapeToString(target->shape()), ", the new value has shape ", ShapeToString(value.shape()));
   if (!value.SameData(*target)) std::memcpy(target->raw(), value.raw(), value.nbytes());
+  if (checkpoint_->frozen.count(name)) ++checkpoint_->frozen_revision;
 }
 
 bool CheckpointState::is_nominal() const { return checkpoint_->is_nominal; }

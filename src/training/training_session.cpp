@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
+#include <limits>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/text.hpp"
@@ -12,6 +15,7 @@
 #include "onnx/importer.hpp"
 #include "runtime/export_options.hpp"
 #include "training/artifact_contract.hpp"
+#include "training/frozen_prefix.hpp"
 #include "training/ort_layout.hpp"
 
 namespace edgetrain {
@@ -112,12 +116,14 @@ struct Runner {
   Session::PreparedRun run;
   std::vector<RuntimeValue> feeds;                     // in run.feed_names order
   std::vector<std::pair<size_t, const Tensor*>> live;  // feeds[i] = *tensor before each run
-  std::vector<size_t> caller_inputs;                   // feeds position of the caller's input j
+  std::vector<size_t> caller_inputs;                   // feeds position of the caller's input j (kUnread: none)
   std::vector<RuntimeValue> results;                   // in run.fetch_names order
+  static constexpr size_t kUnread = std::numeric_limits<size_t>::max();
 
   void Run(Session& session, const std::vector<Tensor>& inputs) {
     for (const auto& [i, tensor] : live) feeds[i].tensor = *tensor;
-    for (size_t j = 0; j < caller_inputs.size(); ++j) feeds[caller_inputs[j]].tensor = inputs[j];
+    for (size_t j = 0; j < caller_inputs.size(); ++j)
+      if (caller_inputs[j] != kUnread) feeds[caller_inputs[j]].tensor = inputs[j];
     session.RunPrepared(run, feeds, results);
   }
 };
@@ -129,6 +135,68 @@ enum class OutputRole {
   kAccumulated,  // ORT's accumulated gradient, written into its buffer
   kFlag,         // ORT's "accumulated" flag, dropped
   kGradient,     // <param>_grad, written into or added to its buffer
+};
+
+// A sample's identity: a 128-bit hash of its rows in the prefix's inputs (bytes, dtype and row shape).
+struct SampleKey {
+  uint64_t a = 0, b = 0;
+  bool operator==(const SampleKey&) const = default;
+};
+struct SampleKeyHash {
+  size_t operator()(const SampleKey& k) const { return static_cast<size_t>(k.a); }
+};
+
+namespace {
+
+uint64_t Fmix(uint64_t x) {  // MurmurHash3's 64-bit finalizer
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+// Two independent multiply-rotate lanes over 8-byte words.
+void Absorb(SampleKey& k, const std::byte* p, size_t n) {
+  auto word = [&](uint64_t w) {
+    k.a = std::rotl(k.a ^ (w * 0x9e3779b97f4a7c15ULL), 27) * 0x87c37b91114253d5ULL;
+    k.b = (std::rotl(k.b + w, 31) * 0x4cf5ad432745937fULL) ^ (k.b >> 29);
+  };
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    word(w);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  word(tail ^ (static_cast<uint64_t>(n) << 56));
+  word(static_cast<uint64_t>(n));
+}
+
+}  // namespace
+
+// The frozen prefix's outputs per sample (TrainingSessionOptions::cache_frozen_prefix).
+struct PrefixCache {
+  uint64_t limit = 0;
+  std::vector<Shape> row_shapes;  // per boundary value: its shape without the batch axis
+  std::vector<DataType> dtypes;
+  std::vector<size_t> row_bytes;
+  size_t sample_bytes = 0;
+  std::unordered_map<SampleKey, std::unique_ptr<std::byte[]>, SampleKeyHash> rows;
+  uint64_t bytes = 0, hits = 0, misses = 0;
+  // Reused from step to step.
+  std::vector<SampleKey> keys;
+  std::vector<const std::byte*> found;
+  std::vector<size_t> missing;
+  std::vector<Tensor> gathered, assembled;
+
+  static constexpr uint64_t kEntryOverhead = 64;  // the map node, the key, the allocation header
+  void Clear() {
+    rows.clear();
+    bytes = 0;
+    row_shapes.clear();
+  }
 };
 
 struct TrainingSession::Impl {
@@ -157,6 +225,23 @@ struct TrainingSession::Impl {
   std::vector<TrainOutput> train_output_roles;  // per training-model output, in its order
 
   Runner train_runner, eval_runner, optimizer_runner;
+
+  // The frozen prefix (frozen_prefix.hpp): `training` runs the rest of the graph.
+  std::optional<FrozenPrefixSplit> split;
+  std::set<std::string> boundary_names;
+  std::optional<Session> prefix;
+  SessionOptions prefix_options;
+  bool prefix_stale = true;
+  uint64_t prefix_revision = 0;
+  Runner prefix_runner;
+  std::vector<size_t> prefix_inputs;  // position in train_inputs of each split->inputs
+  std::vector<Tensor> rest_feeds;     // train inputs, then the boundary values
+  bool cache_enabled = false;
+  PrefixCache cache;
+  void BuildPrefix();
+  const std::vector<Tensor>& RestFeeds(const std::vector<Tensor>& inputs);
+  void RunPrefix(const std::vector<Tensor>& prefix_feeds);
+  void RunPrefixCached(const std::vector<Tensor>& inputs);
   Tensor reset_flag, learning_rate_feed, step_feed;  // scalar feeds, rewritten in place each step
   bool updated_flag_bound = false, flags_bound = false;
 
@@ -171,6 +256,10 @@ struct TrainingSession::Impl {
 
   Checkpoint& checkpoint() { return state.checkpoint(); }
   void BindTrainingModel(const Model& model, const OrtAccumulators& accumulators);
+  // The training model's inputs the caller feeds, and the frozen parameters that nothing updates.
+  // `updated`: frozen parameters that the step updates (BatchNorm running statistics).
+  void ClassifyInputs(const Model& model, const OrtAccumulators& accumulators, std::set<std::string>& caller,
+                      std::set<std::string>& fixed, std::set<std::string>& updated);
   // What the training model's outputs and ORT's accumulators say about its inputs.
   struct TrainingRoles {
     std::set<std::string> with_gradient, with_state_update;  // parameters
@@ -208,8 +297,8 @@ struct TrainingSession::Impl {
   std::vector<std::string> FlatParameters(bool trainable_only) const { return trainable_only ? trainable : parameters; }
 
   struct HeldMemory {
-    uint64_t parameters = 0, gradients = 0, optimizer_state = 0, constants = 0, arenas = 0;
-    uint64_t total() const { return parameters + gradients + optimizer_state + constants + arenas; }
+    uint64_t parameters = 0, gradients = 0, optimizer_state = 0, constants = 0, arenas = 0, cache = 0;
+    uint64_t total() const { return parameters + gradients + optimizer_state + constants + arenas + cache; }
   };
   // What the session holds outside `running`'s arena (all of it when null).
   HeldMemory Held(const Session* running) const {
@@ -221,7 +310,8 @@ struct TrainingSession::Impl {
     if (c.optimizer)
       for (const auto& [name, moments] : c.optimizer->momentums)
         for (const Tensor& m : moments) held.optimizer_state += m.nbytes();
-    for (const auto* session : {&training, &eval, &optimizer})
+    held.cache = cache.bytes;
+    for (const auto* session : {&training, &eval, &optimizer, &prefix})
       if (session->has_value()) {
         held.constants += (*session)->initializer_bytes();
         if (&**session != running) held.arenas += (*session)->planned_peak_bytes();
@@ -323,7 +413,8 @@ void TrainingSession::Impl::BindTrainingModel(const Model& model, const OrtAccum
   for (const ValueInfo* input : training->Inputs()) {
     const std::string& name = input->name;
     ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, name, by_checkpoint);
-    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name)) continue;
+    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name) || boundary_names.count(name))
+      continue;
     if (v.role == ArtifactRole::kParameter) {
       BindParameter(*input, model, roles);
       continue;
@@ -346,7 +437,7 @@ Runner TrainingSession::Impl::PrepareRunner(const Session& session, const std::v
   Runner r;
   r.run = session.Prepare(session.InputNames(), fetches);
   r.feeds.resize(r.run.feed_names.size());
-  r.caller_inputs.resize(caller_inputs.size());
+  r.caller_inputs.assign(caller_inputs.size(), Runner::kUnread);
   for (size_t i = 0; i < r.run.feed_names.size(); ++i) {
     const std::string& name = r.run.feed_names[i];
     if (auto it = std::find(caller_inputs.begin(), caller_inputs.end(), name); it != caller_inputs.end()) {
@@ -550,6 +641,182 @@ void TrainingSession::Impl::RunOrtOptimizer() {
   ++opt.step;
 }
 
+void TrainingSession::Impl::ClassifyInputs(const Model& model, const OrtAccumulators& accumulators,
+                                           std::set<std::string>& caller, std::set<std::string>& fixed,
+                                           std::set<std::string>& updated) {
+  std::set<std::string> checkpoint_names;
+  for (const std::string& name : state.ParameterNames()) checkpoint_names.insert(name);
+  const ParameterNames by_checkpoint = NamesIn(checkpoint_names);
+  TrainingRoles roles = ClassifyTrainingModel(model, accumulators, by_checkpoint);
+  for (const ValueInfo& input : model.graph.inputs) {
+    const std::string& name = input.name;
+    if (model.graph.IsInitializer(name)) continue;
+    ArtifactValue v = ClassifyInput(ArtifactModel::kTraining, name, by_checkpoint);
+    if (v.role == ArtifactRole::kLazyResetGrad || accumulation_buffers.count(name)) continue;
+    if (v.role == ArtifactRole::kParameter) {
+      if (!state.IsTrainable(name) && !roles.with_gradient.count(name))
+        (roles.with_state_update.count(name) ? updated : fixed).insert(name);
+      continue;
+    }
+    caller.insert(name);
+  }
+}
+
+// The prefix as an inference model over the frozen parameters' current values.
+void TrainingSession::Impl::BuildPrefix() {
+  Model m = split->prefix;
+  for (const std::string& name : split->fixed) m.graph.initializers[name] = values.at(name);
+  std::erase_if(m.graph.inputs, [&](const ValueInfo& v) { return m.graph.initializers.count(v.name) != 0; });
+  prefix.reset();
+  prefix.emplace(std::move(m), prefix_options);
+  Runner& r = prefix_runner;
+  r = Runner{};
+  r.run = prefix->Prepare(split->inputs, split->boundary);
+  r.feeds.resize(r.run.feed_names.size());
+  prefix_revision = checkpoint().frozen_revision;
+  prefix_stale = false;
+  cache.Clear();
+}
+
+const std::vector<Tensor>& TrainingSession::Impl::RestFeeds(const std::vector<Tensor>& inputs) {
+  if (prefix_stale || prefix_revision != checkpoint().frozen_revision) BuildPrefix();
+  rest_feeds.assign(inputs.begin(), inputs.end());
+  if (cache_enabled) {
+    RunPrefixCached(inputs);
+  } else {
+    for (size_t j = 0; j < prefix_inputs.size(); ++j) prefix_runner.feeds[j].tensor = inputs[prefix_inputs[j]];
+    RunPrefix({});
+    for (const RuntimeValue& v : prefix_runner.results) rest_feeds.push_back(v.tensor);
+  }
+  return rest_feeds;
+}
+
+// Runs the prefix on its feeds as set (or on `prefix_feeds` when given).
+void TrainingSession::Impl::RunPrefix(const std::vector<Tensor>& prefix_feeds) {
+  for (size_t j = 0; j < prefix_feeds.size(); ++j) prefix_runner.feeds[j].tensor = prefix_feeds[j];
+  LimitMemory(*prefix);
+  prefix->RunPrepared(prefix_runner.run, prefix_runner.feeds, prefix_runner.results);
+}
+
+void TrainingSession::Impl::RunPrefixCached(const std::vector<Tensor>& inputs) {
+  PrefixCache& c = cache;
+  const std::string& source = training->model().source;
+  const Tensor& first = inputs[prefix_inputs[0]];
+  ET_CHECK(first.rank() >= 1, ErrorCode::kInvalidArgument, "TrainStep: input '", split->inputs[0],
+           "' has no batch axis (shape ", ShapeToString(first.shape()), "), which the frozen prefix cache needs");
+  const int64_t n = first.dim(0);
+  for (size_t j = 0; j < prefix_inputs.size(); ++j) {
+    const Tensor& t = inputs[prefix_inputs[j]];
+    ET_CHECK(t.rank() >= 1 && t.dim(0) == n && t.dtype() != DataType::kString, ErrorCode::kInvalidArgument,
+             "TrainStep: input '", split->inputs[j], "' (", DataTypeName(t.dtype()), " ", ShapeToString(t.shape()),
+             ") does not hold ", n, " samples on axis 0 as '", split->inputs[0],
+             "' does; the frozen prefix cache needs one row per sample in every input it reads");
+  }
+  c.keys.assign(static_cast<size_t>(n), SampleKey{});
+  c.found.assign(static_cast<size_t>(n), nullptr);
+  c.missing.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    SampleKey key{0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL};
+    for (size_t j = 0; j < prefix_inputs.size(); ++j) {
+      const Tensor& t = inputs[prefix_inputs[j]];
+      const size_t row = t.nbytes() / static_cast<size_t>(n);
+      Absorb(key, static_cast<const std::byte*>(t.raw()) + row * static_cast<size_t>(i), row);
+      std::vector<int64_t> meta(t.shape().begin() + 1, t.shape().end());
+      meta.push_back(static_cast<int64_t>(t.dtype()));
+      Absorb(key, reinterpret_cast<const std::byte*>(meta.data()), meta.size() * sizeof(int64_t));
+    }
+    key = {Fmix(key.a), Fmix(key.b ^ key.a)};
+    c.keys[static_cast<size_t>(i)] = key;
+    if (auto it = c.rows.find(key); it != c.rows.end()) {
+      c.found[static_cast<size_t>(i)] = it->second.get();
+    } else {
+      c.missing.push_back(static_cast<size_t>(i));
+    }
+  }
+  c.hits += static_cast<uint64_t>(n) - c.missing.size();
+  c.misses += c.missing.size();
+  const size_t m = c.missing.size();
+  const bool all_missing = m == static_cast<size_t>(n);
+  if (m > 0) {
+    if (all_missing) {
+      for (size_t j = 0; j < prefix_inputs.size(); ++j) prefix_runner.feeds[j].tensor = inputs[prefix_inputs[j]];
+      RunPrefix({});
+    } else {  // the samples not cached, as a smaller batch
+      c.gathered.resize(prefix_inputs.size());
+      for (size_t j = 0; j < prefix_inputs.size(); ++j) {
+        const Tensor& t = inputs[prefix_inputs[j]];
+        Shape shape = t.shape();
+        shape[0] = static_cast<int64_t>(m);
+        Tensor& g = c.gathered[j];
+        if (!g.defined() || g.dtype() != t.dtype() || g.shape() != shape) g = Tensor(t.dtype(), shape);
+        const size_t row = t.nbytes() / static_cast<size_t>(n);
+        for (size_t k = 0; k < m; ++k)
+          std::memcpy(static_cast<std::byte*>(g.raw()) + k * row,
+                      static_cast<const std::byte*>(t.raw()) + c.missing[k] * row, row);
+      }
+      RunPrefix(c.gathered);
+    }
+    const std::vector<RuntimeValue>& fresh = prefix_runner.results;
+    std::vector<Shape> row_shapes;
+    for (size_t b = 0; b < fresh.size(); ++b) {
+      const Tensor& t = fresh[b].tensor;
+      ET_CHECK(t.rank() >= 1 && t.dim(0) == static_cast<int64_t>(m), ErrorCode::kInvalidModel, "training model '",
+               source, "': the frozen prefix's output '", split->boundary[b], "' has shape ", ShapeToString(t.shape()),
+               " for ", m, " samples; the cache needs one row per sample");
+      row_shapes.emplace_back(t.shape().begin() + 1, t.shape().end());
+    }
+    if (row_shapes != c.row_shapes) {  // other sample shapes: no cached row can be one of these samples
+      c.Clear();
+      c.row_shapes = row_shapes;
+      c.dtypes.clear();
+      c.row_bytes.clear();
+      c.sample_bytes = 0;
+      for (const RuntimeValue& v : fresh) {
+        c.dtypes.push_back(v.tensor.dtype());
+        c.row_bytes.push_back(v.tensor.nbytes() / m);
+        c.sample_bytes += c.row_bytes.back();
+      }
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const uint64_t entry = c.sample_bytes + PrefixCache::kEntryOverhead;
+      if (c.bytes + entry > c.limit) break;  // full: keep what is cached
+      if (options.memory_limit_bytes != 0 && Held(nullptr).total() + entry > options.memory_limit_bytes) break;
+      auto [it, inserted] = c.rows.try_emplace(c.keys[c.missing[k]]);
+      if (!inserted) continue;  // the same sample twice in one batch
+      it->second = std::make_unique<std::byte[]>(c.sample_bytes);
+      std::byte* out = it->second.get();
+      for (size_t b = 0; b < fresh.size(); ++b) {
+        std::memcpy(out, static_cast<const std::byte*>(fresh[b].tensor.raw()) + k * c.row_bytes[b], c.row_bytes[b]);
+        out += c.row_bytes[b];
+      }
+      c.bytes += entry;
+    }
+  }
+  if (all_missing) {  // the prefix's own results, as without the cache
+    for (const RuntimeValue& v : prefix_runner.results) rest_feeds.push_back(v.tensor);
+    return;
+  }
+  c.assembled.resize(c.row_shapes.size());
+  size_t offset = 0;
+  for (size_t b = 0; b < c.row_shapes.size(); ++b) {
+    Shape shape{n};
+    shape.insert(shape.end(), c.row_shapes[b].begin(), c.row_shapes[b].end());
+    Tensor& t = c.assembled[b];
+    if (!t.defined() || t.dtype() != c.dtypes[b] || t.shape() != shape) t = Tensor(c.dtypes[b], shape);
+    auto* out = static_cast<std::byte*>(t.raw());
+    const size_t row = c.row_bytes[b];
+    size_t next_fresh = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::byte* cached = c.found[static_cast<size_t>(i)];
+      const std::byte* src = cached ? cached + offset
+                                    : static_cast<const std::byte*>(prefix_runner.results[b].tensor.raw()) + next_fresh++ * row;
+      std::memcpy(out + static_cast<size_t>(i) * row, src, row);
+    }
+    offset += row;
+    rest_feeds.push_back(t);
+  }
+}
+
 TrainingSession::TrainingSession(CheckpointState state, const ModelSource& training_model,
                                  const ModelSource& eval_model, const ModelSource& optimizer_model,
                                  TrainingSessionOptions options)
@@ -561,8 +828,35 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
   ET_CHECK(!training_model.empty(), ErrorCode::kInvalidArgument, "TrainingSession: no training model given");
   Model training = LoadSource(training_model);
   OrtAccumulators accumulators = ExposeAccumulatedGradients(training);
-  s.training.emplace(training, session_options);
+  ET_CHECK(options.frozen_prefix_cache_bytes > 0, ErrorCode::kInvalidArgument, "training model '", training.source,
+           "': frozen_prefix_cache_bytes must be a positive number of bytes, got ", options.frozen_prefix_cache_bytes);
+  std::set<std::string> caller, fixed, updated;
+  if (options.frozen_prefix_as_inference || options.cache_frozen_prefix) {
+    s.ClassifyInputs(training, accumulators, caller, fixed, updated);
+    if (options.frozen_prefix_as_inference) s.split = SplitFrozenPrefix(training, caller, fixed);
+  }
+  ET_CHECK(!options.cache_frozen_prefix || options.frozen_prefix_as_inference, ErrorCode::kInvalidArgument,
+           "training model '", training.source, "': cache_frozen_prefix needs frozen_prefix_as_inference");
+  ET_CHECK(!options.cache_frozen_prefix || s.split, ErrorCode::kInvalidArgument, "cache_frozen_prefix: training model '",
+           training.source, "' has no frozen prefix (no node that reads the inputs and a frozen parameter comes before "
+           "every trainable parameter)");
+  if (s.split) s.boundary_names.insert(s.split->boundary.begin(), s.split->boundary.end());
+  s.training.emplace(s.split ? s.split->rest : training, session_options);
   s.BindTrainingModel(training, accumulators);
+  if (s.split) {
+    s.prefix_options = session_options;
+    s.BuildPrefix();
+    for (const std::string& name : s.split->inputs)
+      s.prefix_inputs.push_back(
+          static_cast<size_t>(std::find(s.train_inputs.begin(), s.train_inputs.end(), name) - s.train_inputs.begin()));
+    if (options.cache_frozen_prefix) {
+      std::set<std::string> not_trained = fixed;
+      not_trained.insert(updated.begin(), updated.end());
+      CheckPrefixPerSample(training, caller, not_trained, s.prefix->model().graph, s.split->inputs, s.split->boundary);
+      s.cache_enabled = true;
+      s.cache.limit = static_cast<uint64_t>(options.frozen_prefix_cache_bytes);
+    }
+  }
   if (options.memory_budget_bytes) {
     ET_CHECK(*options.memory_budget_bytes > 0, ErrorCode::kInvalidArgument, "training model '",
              s.training->model().source, "': memory_budget_bytes must be a positive number of bytes, got ",
@@ -585,7 +879,9 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
     }
     s.PrepareOptimizerRunner();
   }
-  s.train_runner = s.PrepareRunner(*s.training, s.train_inputs, {});
+  std::vector<std::string> rest_inputs = s.train_inputs;
+  if (s.split) rest_inputs.insert(rest_inputs.end(), s.split->boundary.begin(), s.split->boundary.end());
+  s.train_runner = s.PrepareRunner(*s.training, rest_inputs, {});
   if (s.eval) s.eval_runner = s.PrepareRunner(*s.eval, s.eval_inputs, {});
   if (options.memory_limit_bytes != 0) {
     const Impl::HeldMemory held = s.Held(nullptr);
@@ -625,8 +921,9 @@ void TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<T
   s.BindGradientOutputs(s.reset_gradients);
   s.BindCallerOutputs(*s.training, s.train_outputs, outputs);
   if (s.reset_flag.defined()) s.reset_flag.data<bool>()[0] = s.reset_gradients;
+  const std::vector<Tensor>& feeds = s.split ? s.RestFeeds(inputs) : inputs;
   s.LimitMemory(*s.training);
-  s.train_runner.Run(*s.training, inputs);
+  s.train_runner.Run(*s.training, feeds);
 
   const std::vector<RuntimeValue>& results = s.train_runner.results;
   const std::vector<std::string>& names = s.train_runner.run.fetch_names;
@@ -712,6 +1009,21 @@ uint64_t TrainingSession::training_arena_bytes() const { return impl_->training-
 
 size_t TrainingSession::recomputed_values() const { return impl_->training->recomputed_values(); }
 
+FrozenPrefixStats TrainingSession::frozen_prefix_stats() const {
+  const Impl& s = *impl_;
+  FrozenPrefixStats stats;
+  if (!s.split) return stats;
+  stats.active = true;
+  stats.prefix_nodes = s.prefix ? s.prefix->model().graph.nodes.size() : 0;
+  stats.boundary = s.split->boundary;
+  stats.cache_enabled = s.cache_enabled;
+  stats.cached_samples = s.cache.rows.size();
+  stats.cache_bytes = s.cache.bytes;
+  stats.hits = s.cache.hits;
+  stats.misses = s.cache.misses;
+  return stats;
+}
+
 float TrainingSession::GetLearningRate() const { return impl_->learning_rate; }
 
 void TrainingSession::SetLearningRate(float learning_rate) {
@@ -793,6 +1105,7 @@ void TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool trainabl
     in += value.numel();
   }
   Checkpoint& c = s.checkpoint();
+  if (!trainable_only) s.prefix_stale = true;
   if (c.is_nominal && !trainable_only) {  // every parameter now has a value: the state is complete
     for (const std::string& name : s.parameters)
       (c.nominal_trainable.count(name) ? c.trainable : c.frozen)[name] = s.values.at(name);

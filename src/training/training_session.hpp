@@ -43,6 +43,30 @@ struct TrainingSessionOptions {
   // step at new input shapes plans; it fails with kResourceExhausted naming the smallest budget that
   // fits when this one is too small. Must be positive; unset: no budget.
   std::optional<int64_t> memory_budget_bytes = std::nullopt;
+  // The frozen prefix (the nodes before any trainable parameter) runs as an inference model: frozen
+  // parameters as constants, BatchNormalization in eval form folded into Conv, activations fused, nothing
+  // kept for the backward pass but its outputs. false: the training graph runs as given.
+  bool frozen_prefix_as_inference = true;
+  // Caches the frozen prefix's outputs per sample, keyed by a 128-bit hash of the sample's bytes in every
+  // input the prefix reads (and their shapes), so that later epochs of head-only training skip the prefix
+  // for samples seen before. Refused with kInvalidArgument naming the node when the prefix mixes the
+  // samples of a batch (BatchNormalization in training mode, a reduction over the batch axis, Dropout
+  // with a nonzero ratio) or when the model has no frozen prefix.
+  bool cache_frozen_prefix = false;
+  // Bytes the cache may hold; once full, new samples are not cached (computed at every step, no eviction:
+  // epochs that visit every sample in turn would evict each entry before its next use). Must be positive.
+  int64_t frozen_prefix_cache_bytes = int64_t{1} << 30;
+};
+
+// What the frozen prefix does (TrainingSession::frozen_prefix_stats).
+struct FrozenPrefixStats {
+  bool active = false;                // the training graph runs as prefix + rest
+  size_t prefix_nodes = 0;            // nodes of the prefix as compiled (after folding and fusion)
+  std::vector<std::string> boundary;  // the prefix's outputs
+  bool cache_enabled = false;
+  size_t cached_samples = 0;
+  uint64_t cache_bytes = 0;
+  uint64_t hits = 0, misses = 0;  // samples found and not found in the cache, over all steps
 };
 
 class TrainingSession {
@@ -107,6 +131,7 @@ class TrainingSession {
   // forward values it recomputes under memory_budget_bytes.
   uint64_t training_arena_bytes() const;
   size_t recomputed_values() const;
+  FrozenPrefixStats frozen_prefix_stats() const;
 
  private:
   struct Impl;

@@ -196,12 +196,17 @@ class Module:
             int or a str such as "512M" or "2G" (K, M, G, T: powers of 1024). Forward values are recomputed in
             the backward pass to fit (gradient checkpointing), with the same results; a train step raises
             ``edgetrain.ResourceExhausted`` naming the smallest budget that fits when none does.
+        cache_frozen_prefix: (edgetrain's addition, keyword only) True, or the cache's size in bytes (an int or a
+            str such as "1G"; True: 1 GiB): caches the outputs of the frozen prefix (the nodes before every
+            trainable parameter) per sample, keyed by a hash of the sample's input bytes, so that later epochs of
+            head-only training skip the frozen backbone. ``edgetrain.InvalidArgument`` names the node when the
+            prefix mixes the samples of a batch (BatchNorm in training mode, Dropout).
     """
 
     training: bool
 
     def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", session_options=None, *,
-                 memory_budget=None):
+                 memory_budget=None, cache_frozen_prefix=None):
         if device.split(":")[0] != "cpu":
             raise ValueError(f"device '{device}': edgetrain trains on the CPU only")
         num_threads = getattr(session_options, "intra_op_num_threads", 0) or os.cpu_count() or 1
@@ -209,7 +214,7 @@ class Module:
         self._state = state
         eval_model = None if eval_model_uri is None else _model_argument(eval_model_uri)
         self._session = _edgetrain.TrainingSession(state._state, _model_argument(train_model_uri), eval_model,
-                                                   num_threads, memory_budget)
+                                                   num_threads, memory_budget, cache_frozen_prefix)
         state._session = self._session
 
     def __call__(self, *user_inputs):
@@ -257,6 +262,11 @@ class Module:
         """(edgetrain's addition) The train step's planned intermediate tensors: ``{"arena_bytes": ...,
         "recomputed_values": ...}`` (0 bytes before the first train step)."""
         return self._session.memory_plan()
+
+    def frozen_prefix_cache(self):
+        """(edgetrain's addition) The frozen prefix cache: ``{"samples", "bytes", "hits", "misses"}`` (all 0
+        without ``cache_frozen_prefix``)."""
+        return self._session.frozen_prefix_cache()
 
 
 class Optimizer:

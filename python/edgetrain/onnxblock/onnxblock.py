@@ -106,14 +106,16 @@ class TrainingBlock(blocks.Block):
         frozen = [t for t in model.graph.initializer if t.name in self._frozen_params]
         self._parameters = (trainable, frozen)
         self._training_model, self._eval_model = _build_training_models(
-            model, [t.name for t in trainable], [t.name for t in frozen], names[0], names[1:])
+            model, [t.name for t in trainable], [t.name for t in frozen], names[0], names[1:],
+            getattr(self, "frozen_backbone_as_exported", False))
         accessor.model.CopyFrom(self._training_model)
         return output
 
 
-def _build_training_models(model, trainable, frozen, loss_name, other_outputs):
+def _build_training_models(model, trainable, frozen, loss_name, other_outputs, frozen_backbone_as_exported=False):
     """edgetrain's autodiff over ``model`` whose output ``loss_name`` is the loss."""
     options = _edgetrain.ArtifactOptions()
+    options.frozen_backbone_as_exported = frozen_backbone_as_exported
     options.requires_grad = trainable
     options.frozen = frozen
     options.unlisted_are_constants = True

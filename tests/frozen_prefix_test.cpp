@@ -1,0 +1,343 @@
+// The frozen prefix of head-only training (TrainingSessionOptions::frozen_prefix_as_inference and
+// cache_frozen_prefix): a small eval-mode CNN backbone with a Gemm head, trained with and without the
+// per-sample cache, mixed cached and uncached batches, the cache limit, and the refusals.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "autodiff/artifacts.hpp"
+#include "edgetrain/edgetrain_capi.hpp"
+#include "onnx/exporter.hpp"
+#include "test_util.hpp"
+#include "training/training_session.hpp"
+
+using namespace edgetrain;
+using namespace edgetrain::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define EXPECT_INVALID(statement, needle) EXPECT_ERROR(statement, ErrorCode::kInvalidArgument, needle)
+
+constexpr int64_t kChannels = 8, kClasses = 4, kImage = 6;
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("edgetrain_frozen_prefix_" + std::to_string(getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+Tensor Random(const Shape& shape, uint32_t seed, float low = -1, float high = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(low, high);
+  Tensor t(DataType::kFloat32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+enum class Backbone { kEvalBatchNorm, kTrainingBatchNorm, kDropout };
+
+// x [N,3,6,6] -> Conv-BN-Relu -> Conv-BN-Clip (ReLU6) [-> Dropout] -> GlobalAveragePool -> Flatten -> Gemm head.
+std::string WriteModel(const fs::path& dir, Backbone backbone) {
+  Model m;
+  m.source = "frozen prefix test";
+  m.ir_version = 8;
+  m.opsets = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 3, kImage, kImage}));
+  uint32_t seed = 1;
+  auto init = [&](const std::string& name, const Shape& shape, float low = -0.5f, float high = 0.5f) {
+    g.initializers[name] = Random(shape, seed++, low, high);
+    return name;
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                  AttributeMap attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    g.nodes.push_back(n);
+  };
+  auto bn = [&](const std::string& x, const std::string& y, const std::string& p) {
+    std::vector<std::string> in = {x, init(p + ".scale", {kChannels}, 0.5f, 1.5f), init(p + ".bias", {kChannels}),
+                                   init(p + ".mean", {kChannels}), init(p + ".var", {kChannels}, 0.5f, 1.5f)};
+    if (backbone == Backbone::kTrainingBatchNorm) {
+      node("BatchNormalization", in, {y, p + ".running_mean", p + ".running_var"},
+           {{"training_mode", Attribute::Int(1)}});
+    } else {
+      node("BatchNormalization", in, {y});
+    }
+  };
+  const AttributeMap pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+  node("Conv", {"x", init("conv1.w", {kChannels, 3, 3, 3}), init("conv1.b", {kChannels})}, {"c1"}, pad1);
+  bn("c1", "b1", "bn1");
+  node("Relu", {"b1"}, {"r1"});
+  node("Conv", {"r1", init("conv2.w", {kChannels, kChannels, 3, 3})}, {"c2"}, pad1);
+  bn("c2", "b2", "bn2");
+  g.initializers["clip.min"] = Tensor::Scalar<float>(0);
+  g.initializers["clip.max"] = Tensor::Scalar<float>(6);
+  node("Clip", {"b2", "clip.min", "clip.max"}, {"r2"});
+  std::string features = "r2";
+  if (backbone == Backbone::kDropout) {
+    Node ratio;
+    ratio.name = "ratio_const";
+    ratio.op_type = "Constant";
+    ratio.outputs = {"ratio"};
+    ratio.attributes["value"] = Attribute::TensorValue(Tensor::Scalar<float>(0.5f));
+    g.nodes.push_back(ratio);
+    Node mode = ratio;
+    mode.name = "mode_const";
+    mode.outputs = {"mode"};
+    mode.attributes["value"] = Attribute::TensorValue(Tensor::Scalar<bool>(true));
+    g.nodes.push_back(mode);
+    node("Dropout", {"r2", "ratio", "mode"}, {"d2"});
+    features = "d2";
+  }
+  node("GlobalAveragePool", {features}, {"pool"});
+  node("Flatten", {"pool"}, {"flat"});
+  node("Gemm", {"flat", init("head.w", {kClasses, kChannels}), init("head.b", {kClasses})}, {"output"},
+       {{"transB", Attribute::Int(1)}});
+  g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
+  const std::string path = (dir / "model.onnx").string();
+  SaveModel(m, path);
+  return path;
+}
+
+struct Artifacts {
+  fs::path dir;
+  TrainingSession Open(TrainingSessionOptions options = {}) const {
+    return TrainingSession(CheckpointState::Load((dir / "checkpoint").string()), (dir / "training_model.onnx").string(),
+                           (dir / "eval_model.onnx").string(), (dir / "optimizer_model.onnx").string(), options);
+  }
+};
+
+Artifacts Generate(const std::string& name, Backbone backbone, bool head_only = true, bool as_exported = true) {
+  fs::path dir = TempDir(name);
+  ArtifactOptions options;
+  if (head_only) options.requires_grad = {"head.w", "head.b"};
+  options.frozen_backbone_as_exported = as_exported;
+  GenerateArtifacts(WriteModel(dir, backbone), (dir / "artifacts").string(), options);
+  return {dir / "artifacts"};
+}
+
+const Artifacts& EvalCnn() {
+  static Artifacts a = Generate("eval_cnn", Backbone::kEvalBatchNorm);
+  return a;
+}
+
+// Sample i of a fixed data set: an image and a label.
+Tensor Image(int64_t i) { return Random({1, 3, kImage, kImage}, 100 + static_cast<uint32_t>(i), 0, 1); }
+
+std::vector<Tensor> Batch(const std::vector<int64_t>& samples) {
+  const int64_t n = static_cast<int64_t>(samples.size());
+  Tensor x(DataType::kFloat32, {n, 3, kImage, kImage});
+  Tensor y(DataType::kInt64, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    Tensor img = Image(samples[static_cast<size_t>(k)]);
+    std::memcpy(x.data<float>() + k * img.numel(), img.raw(), img.nbytes());
+    y.data<int64_t>()[k] = samples[static_cast<size_t>(k)] % kClasses;
+  }
+  return {x, y};
+}
+
+// One step (train, optimizer, reset); returns the loss.
+float Step(TrainingSession& s, const std::vector<int64_t>& samples) {
+  std::vector<Tensor> out = s.TrainStep(Batch(samples));
+  s.OptimizerStep();
+  s.LazyResetGrad();
+  return out[0].data<float>()[0];
+}
+
+std::vector<float> Parameters(TrainingSession& s) {
+  Tensor flat(DataType::kFloat32, {static_cast<int64_t>(s.GetParametersSize())});
+  s.CopyParametersToBuffer(flat);
+  return flat.ToVector<float>();
+}
+
+TrainingSessionOptions Cached(int64_t limit = int64_t{1} << 30) {
+  TrainingSessionOptions o;
+  o.cache_frozen_prefix = true;
+  o.frozen_prefix_cache_bytes = limit;
+  return o;
+}
+
+const std::vector<std::vector<int64_t>> kEpoch = {{0, 1, 2}, {3, 4, 5}};
+
+TEST(FrozenPrefix, SplitsAtTheHeadInput) {
+  TrainingSession s = EvalCnn().Open();
+  const FrozenPrefixStats stats = s.frozen_prefix_stats();
+  EXPECT_TRUE(stats.active);
+  EXPECT_FALSE(stats.cache_enabled);
+  EXPECT_EQ(stats.boundary, std::vector<std::string>{"flat"});
+  // Compiled: both BatchNormalizations folded into their Conv, the Relu fused into the first.
+  EXPECT_EQ(stats.prefix_nodes, 5u);  // FusedConv, Conv, Clip, GlobalAveragePool, Flatten
+  TrainingSessionOptions off;
+  off.frozen_prefix_as_inference = false;
+  EXPECT_FALSE(EvalCnn().Open(off).frozen_prefix_stats().active);
+}
+
+// The folded prefix rounds differently from the training graph's unfolded Conv-BatchNormalization.
+TEST(FrozenPrefix, MatchesTheTrainingGraphAsGiven) {
+  TrainingSession split = EvalCnn().Open();
+  TrainingSessionOptions off;
+  off.frozen_prefix_as_inference = false;
+  TrainingSession whole = EvalCnn().Open(off);
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& batch : kEpoch) EXPECT_NEAR(Step(split, batch), Step(whole, batch), 1e-5);
+  const std::vector<float> a = Parameters(split), b = Parameters(whole);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  EXPECT_LT(split.training_arena_bytes(), whole.training_arena_bytes());
+}
+
+TEST(FrozenPrefix, CachedStepsAreBitIdentical) {
+  TrainingSession plain = EvalCnn().Open();
+  TrainingSession cached = EvalCnn().Open(Cached());
+  for (int epoch = 0; epoch < 3; ++epoch)
+    for (const auto& batch : kEpoch) {
+      const float expected = Step(plain, batch);
+      EXPECT_EQ(Step(cached, batch), expected) << "epoch " << epoch;
+    }
+  EXPECT_EQ(Parameters(cached), Parameters(plain));
+  EXPECT_EQ(cached.GetGradient("head.w").ToVector<float>(), plain.GetGradient("head.w").ToVector<float>());
+  const FrozenPrefixStats stats = cached.frozen_prefix_stats();
+  EXPECT_TRUE(stats.cache_enabled);
+  EXPECT_EQ(stats.cached_samples, 6u);
+  EXPECT_EQ(stats.misses, 6u);
+  EXPECT_EQ(stats.hits, 12u);
+  EXPECT_EQ(stats.cache_bytes, 6u * (kChannels * 4 + 64));
+}
+
+// Batches mixing cached and new samples, the same sample twice, and another batch size. The new samples
+// run through the prefix as a smaller batch; its kernels give each sample the same bits at any batch size.
+TEST(FrozenPrefix, MixedBatches) {
+  TrainingSession plain = EvalCnn().Open();
+  TrainingSession cached = EvalCnn().Open(Cached());
+  const std::vector<std::vector<int64_t>> batches = {{0, 1, 2}, {3, 1, 4}, {5, 0, 6, 7}, {10, 10, 2}, {8, 9}, {1, 8}};
+  for (const auto& batch : batches) EXPECT_EQ(Step(cached, batch), Step(plain, batch));
+  EXPECT_EQ(Parameters(cached), Parameters(plain));
+  const FrozenPrefixStats stats = cached.frozen_prefix_stats();
+  EXPECT_EQ(stats.cached_samples, 11u);
+  EXPECT_EQ(stats.hits, 5u);     // 1, 0, 2, 1, 8
+  EXPECT_EQ(stats.misses, 12u);  // 0 1 2 3 4 5 6 7 10 10 8 9 (10 twice in one batch)
+}
+
+TEST(FrozenPrefix, CacheLimitKeepsTheFirstSamples) {
+  const uint64_t entry = kChannels * 4 + 64;
+  TrainingSession plain = EvalCnn().Open();
+  TrainingSession cached = EvalCnn().Open(Cached(static_cast<int64_t>(2 * entry + 10)));
+  for (int epoch = 0; epoch < 3; ++epoch)
+    for (const auto& batch : kEpoch) EXPECT_EQ(Step(cached, batch), Step(plain, batch));
+  EXPECT_EQ(Parameters(cached), Parameters(plain));
+  const FrozenPrefixStats stats = cached.frozen_prefix_stats();
+  EXPECT_EQ(stats.cached_samples, 2u);
+  EXPECT_EQ(stats.cache_bytes, 2 * entry);
+  EXPECT_EQ(stats.hits, 4u);  // samples 0 and 1 in epochs 2 and 3
+  EXPECT_EQ(stats.misses, 14u);
+}
+
+// A frozen parameter written from outside (UpdateParameter) rebuilds the prefix and empties the cache.
+TEST(FrozenPrefix, FrozenParameterUpdateInvalidatesTheCache) {
+  TrainingSession plain = EvalCnn().Open();
+  TrainingSession cached = EvalCnn().Open(Cached());
+  for (const auto& batch : kEpoch) EXPECT_EQ(Step(cached, batch), Step(plain, batch));
+  const Tensor w = Random({kChannels, 3, 3, 3}, 77);
+  plain.state().UpdateParameter("conv1.w", w);
+  cached.state().UpdateParameter("conv1.w", w);
+  for (const auto& batch : kEpoch) EXPECT_EQ(Step(cached, batch), Step(plain, batch));
+  EXPECT_EQ(cached.frozen_prefix_stats().hits, 0u);
+  EXPECT_EQ(Parameters(cached), Parameters(plain));
+}
+
+TEST(FrozenPrefix, RefusesTrainingModeBatchNorm) {
+  const Artifacts a = Generate("training_bn", Backbone::kTrainingBatchNorm);
+  EXPECT_INVALID(a.Open(Cached()), "BatchNormalization_1");
+  EXPECT_INVALID(a.Open(Cached()), "batch's statistics");
+  TrainingSession plain = a.Open();  // without the cache it trains
+  EXPECT_TRUE(std::isfinite(Step(plain, {0, 1, 2})));
+  // An eval-mode backbone trains in training mode unless generate-artifacts keeps it as exported.
+  const Artifacts converted = Generate("converted_bn", Backbone::kEvalBatchNorm, true, /*as_exported=*/false);
+  EXPECT_INVALID(converted.Open(Cached()), "BatchNormalization_1");
+}
+
+TEST(FrozenPrefix, RefusesDropout) {
+  const Artifacts a = Generate("dropout", Backbone::kDropout);
+  EXPECT_INVALID(a.Open(Cached()), "Dropout_");
+  EXPECT_INVALID(a.Open(Cached()), "random numbers");
+  TrainingSession plain = a.Open();
+  EXPECT_TRUE(std::isfinite(Step(plain, {0, 1, 2})));
+}
+
+TEST(FrozenPrefix, BadOptions) {
+  for (int64_t bytes : {int64_t{0}, int64_t{-5}}) {
+    TrainingSessionOptions o = Cached(bytes);
+    EXPECT_INVALID(EvalCnn().Open(o), "frozen_prefix_cache_bytes must be a positive number of bytes");
+  }
+  TrainingSessionOptions no_prefix = Cached();
+  no_prefix.frozen_prefix_as_inference = false;
+  EXPECT_INVALID(EvalCnn().Open(no_prefix), "cache_frozen_prefix needs frozen_prefix_as_inference");
+  const Artifacts full = Generate("full", Backbone::kEvalBatchNorm, /*head_only=*/false);
+  EXPECT_INVALID(full.Open(Cached()), "has no frozen prefix");
+  TrainingSession cached = EvalCnn().Open(Cached());
+  std::vector<Tensor> batch = Batch({0, 1});
+  batch[0] = Tensor::Scalar<float>(1);  // no batch axis
+  EXPECT_INVALID(cached.TrainStep(batch), "batch axis");
+}
+
+// The C ABI: the option, its setter's bad values, the refusal, and the cache's counters.
+TEST(FrozenPrefix, CApi) {
+  et_session_options options;
+  et_session_options_init(&options);
+  EXPECT_EQ(options.frozen_prefix_cache_bytes, 0);
+  for (int64_t bytes : {int64_t{0}, int64_t{-1}}) {
+    et_error* error = et_session_options_set_frozen_prefix_cache(&options, bytes);
+    EXPECT_EQ(et_error_get_code(error), ET_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(et_error_get_message(error)).find("frozen prefix cache"), std::string::npos);
+    et_error_free(error);
+  }
+  const Artifacts& a = EvalCnn();
+  const std::string training = (a.dir / "training_model.onnx").string(), eval = (a.dir / "eval_model.onnx").string(),
+                    optimizer = (a.dir / "optimizer_model.onnx").string();
+  et::CheckpointState state = et::CheckpointState::Load((a.dir / "checkpoint").string());
+  et::SessionOptions bad;
+  bad.options.frozen_prefix_cache_bytes = -3;
+  EXPECT_THROW(et::TrainingSession(state, training, eval, optimizer, bad), et::Error);
+
+  et::TrainingSession plain(et::CheckpointState::Load((a.dir / "checkpoint").string()), training, eval, optimizer);
+  et::TrainingSession cached(state, training, eval, optimizer, et::SessionOptions().frozen_prefix_cache(1 << 20));
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& samples : kEpoch) {
+      std::vector<Tensor> batch = Batch(samples);
+      std::vector<float> x = batch[0].ToVector<float>();
+      std::vector<int64_t> y = batch[1].ToVector<int64_t>();
+      const std::vector<int64_t> x_shape(batch[0].shape().begin(), batch[0].shape().end());
+      const std::vector<et::TensorRef> feeds = {et::TensorRef(x, x_shape), et::TensorRef(y, {batch[1].dim(0)})};
+      const float expected = *static_cast<const float*>(et_values_data(plain.TrainStep(feeds).get(), 0));
+      et::Values out = cached.TrainStep(feeds);
+      EXPECT_EQ(*static_cast<const float*>(et_values_data(out.get(), 0)), expected);
+    }
+  const auto stats = cached.GetFrozenPrefixCache();
+  EXPECT_EQ(stats.samples, 6u);
+  EXPECT_EQ(stats.hits, 6u);
+  EXPECT_EQ(stats.misses, 6u);
+  EXPECT_EQ(stats.bytes, 6u * (kChannels * 4 + 64));
+
+  const Artifacts bn = Generate("capi_training_bn", Backbone::kTrainingBatchNorm);
+  try {
+    et::TrainingSession refused(et::CheckpointState::Load((bn.dir / "checkpoint").string()),
+                                (bn.dir / "training_model.onnx").string(), {}, {},
+                                et::SessionOptions().frozen_prefix_cache(1 << 20));
+    ADD_FAILURE() << "a training-mode BatchNormalization prefix was cached";
+  } catch (const et::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNormalization_1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
