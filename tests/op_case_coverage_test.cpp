@@ -107,7 +107,6 @@ const std::map<std::string, std::string>& Exemptions() {
       {"ai.edgetrain:AdamWUpdate", "the optimizer model's update: gradient_tests OptimizerParity.*, OptimizerModel.*"},
       {"ai.edgetrain:SGDUpdate", "the optimizer model's update: gradient_tests OptimizerParity.*, OptimizerModel.*"},
       {"ai.edgetrain:SGDMomentumUpdate", "the optimizer model's update: gradient_tests OptimizerParity.*"},
-      {"ai.edgetrain:ConvReluMaxPool", "made by the fusion pass: unit_tests Fusion.ConvReluMaxPool*"},
   };
   return exemptions;
 }

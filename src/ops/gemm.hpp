@@ -21,8 +21,10 @@
 
 #if defined(__GNUC__)
 #define EDGETRAIN_GEMM_INLINE inline __attribute__((always_inline))
+#define EDGETRAIN_GEMM_LAMBDA_INLINE __attribute__((always_inline))
 #else
 #define EDGETRAIN_GEMM_INLINE inline
+#define EDGETRAIN_GEMM_LAMBDA_INLINE
 #endif
 
 namespace edgetrain {
@@ -132,35 +134,24 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
       for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
     }
   }
+  auto store_row = [&](int64_t i) EDGETRAIN_GEMM_LAMBDA_INLINE {
+    T* crow = c + i * ldc;
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      V out = alpha * acc[i][j];
+      if (beta != T(0)) {
+        V old;
+        __builtin_memcpy(&old, crow + j * L, sizeof(V));
+        out += beta == T(1) ? old : beta * old;
+      }
+      __builtin_memcpy(crow + j * L, &out, sizeof(V));
+    }
+  };
   if (rows == MR && cols == NR) {
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      T* crow = c + i * ldc;
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) {
-        V out = alpha * acc[i][j];
-        if (beta != T(0)) {
-          V old;
-          __builtin_memcpy(&old, crow + j * L, sizeof(V));
-          out += beta == T(1) ? old : beta * old;
-        }
-        __builtin_memcpy(crow + j * L, &out, sizeof(V));
-      }
-    }
+    for (int i = 0; i < MR; ++i) store_row(i);
   } else if (cols == NR) {  // the last rows of A: whole vectors still
-    for (int64_t i = 0; i < rows; ++i) {
-      T* crow = c + i * ldc;
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) {
-        V out = alpha * acc[i][j];
-        if (beta != T(0)) {
-          V old;
-          __builtin_memcpy(&old, crow + j * L, sizeof(V));
-          out += beta == T(1) ? old : beta * old;
-        }
-        __builtin_memcpy(crow + j * L, &out, sizeof(V));
-      }
-    }
+    for (int64_t i = 0; i < rows; ++i) store_row(i);
   } else {
     T tile[MR][NR];
     __builtin_memcpy(tile, acc, sizeof(tile));
