@@ -193,6 +193,12 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return SoftmaxGrad("LogSoftmax", {30, 67, 3}, 1);
           }),
+      // The AVX2 sigmoid: a count that leaves a tail, and inputs past exp's float range on both sides.
+      BackendCase("Sigmoid", [] { return OnnxNode("Sigmoid", {RandomTensor({3, 5, 7, 3}, 31, -12.0, 12.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SigmoidBeyondExpRange",
+                  [] { return OnnxNode("Sigmoid", {RandomTensor({2, 101}, 32, -150.0, 150.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
   };
 }
 

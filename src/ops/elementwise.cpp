@@ -6,6 +6,11 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/cpu_features.hpp"
 #include "ops/elementwise_util.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -350,6 +355,25 @@ void BitwiseNotKernel(KernelContext& ctx) {
   });
 }
 
+// z[i] = c[i] ? a[i] : b0 (float32), eight at a time.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) void WhereElseScalarAvx2(const bool* c, const float* a, float b0, float* z, int64_t n) {
+  const __m256 other = _mm256_set1_ps(b0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    int64_t bytes;
+    std::memcpy(&bytes, c + i, sizeof bytes);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), _mm256_setzero_si256());
+    _mm256_storeu_ps(z + i, _mm256_blendv_ps(other, _mm256_loadu_ps(a + i), _mm256_castsi256_ps(mask)));
+  }
+  for (; i < n; ++i) z[i] = c[i] ? a[i] : b0;
+}
+#else
+void WhereElseScalarAvx2(const bool* c, const float* a, float b0, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) z[i] = c[i] ? a[i] : b0;
+}
+#endif
+
 void WhereKernel(KernelContext& ctx) {
   Tensor condition = ctx.Input(0), x = ctx.Input(1), y = ctx.Input(2);
   ET_CHECK(condition.dtype() == DataType::kBool, ErrorCode::kInvalidArgument, ctx.node().Describe(),
@@ -366,9 +390,31 @@ void WhereKernel(KernelContext& ctx) {
     ForEachBroadcastRun<3>(ctx.threads(), shape, {&condition.shape(), &x.shape(), &y.shape()},
                            [&](int64_t o, const std::array<int64_t, 3>& offs, const std::array<int64_t, 3>& strides,
                                int64_t n) {
-                             for (int64_t i = 0; i < n; ++i)
-                               zs[o + i] = c[offs[0] + i * strides[0]] ? xs[offs[1] + i * strides[1]]
-                                                                        : ys[offs[2] + i * strides[2]];
+                             const bool* cs = c + offs[0];
+                             const T* a = xs + offs[1];
+                             const T* b = ys + offs[2];
+                             T* z = zs + o;
+                             if constexpr (std::is_arithmetic_v<T>) {
+                               // Both sides read unconditionally: a select without branches, vectorised
+                               // where one side is a scalar (Clip's and Relu's gradients: Where(mask, dY, 0)).
+                               if (strides[0] == 1 && strides[1] == 1 && strides[2] == 0) {
+                                 if constexpr (std::is_same_v<T, float>) {
+                                   if (CpuHasAvx2()) return WhereElseScalarAvx2(cs, a, b[0], z, n);
+                                 }
+                                 for (int64_t i = 0; i < n; ++i) {
+                                   const T pair[2] = {b[0], a[i]};
+                                   z[i] = pair[cs[i] ? 1 : 0];
+                                 }
+                                 return;
+                               }
+                               for (int64_t i = 0; i < n; ++i) {
+                                 const T pair[2] = {b[i * strides[2]], a[i * strides[1]]};
+                                 z[i] = pair[cs[i * strides[0]] ? 1 : 0];
+                               }
+                             } else {
+                               for (int64_t i = 0; i < n; ++i)
+                                 z[i] = cs[i * strides[0]] ? a[i * strides[1]] : b[i * strides[2]];
+                             }
                            });
   });
 }
