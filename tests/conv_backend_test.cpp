@@ -64,6 +64,11 @@ std::vector<OpCase> ConvBackendCases() {
           {{"group", Attribute::Int(12)}, {"strides", Ints({2, 2})}, {"pads", Ints({2, 2, 2, 2})}}, false);
   AddConv(rows, "Depthwise3x3Stride2Batch1", {1, 16, 13, 13}, {16, 1, 3, 3},
           {{"group", Attribute::Int(16)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}}, false);
+  // Input rows and columns no window reaches (no padding, stride 2), and planes narrower than the stride.
+  AddConv(rows, "DepthwiseStride2Uncovered", {2, 8, 8, 10}, {8, 1, 3, 3},
+          {{"group", Attribute::Int(8)}, {"strides", Ints({2, 2})}});
+  AddConv(rows, "DepthwiseTinyPlanes", {2, 8, 1, 3}, {8, 1, 3, 3},
+          {{"group", Attribute::Int(8)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}});
   AddConv(rows, "Depthwise5x5AsymmetricPads", {3, 9, 7, 10}, {9, 1, 5, 5},
           {{"group", Attribute::Int(9)}, {"pads", Ints({2, 1, 2, 3})}});
   AddConv(rows, "DilatedAsymmetricPads", {2, 3, 9, 8}, {4, 3, 3, 2},

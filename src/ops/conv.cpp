@@ -647,17 +647,37 @@ int64_t DepthwiseScratch(const ConvGeometry& g) {
   return g.output[0] * p.ow8 + p.PhaseFloats() + p.ow8;
 }
 
+// Phase q's columns k in [first, last) hold input columns k * stride + q - left in [0, width).
+struct PhaseColumns {
+  int64_t first, last;
+  PhaseColumns(const DepthwisePlanes& p, int64_t q, int64_t left, int64_t width) {
+    first = std::min(p.phase_w, std::max<int64_t>(0, (left - q + p.stride - 1) / p.stride));
+    const int64_t span = width - 1 + left - q;  // of the last input column, in padded columns after q
+    last = span < 0 ? first : std::max(first, std::min(p.phase_w, span / p.stride + 1));
+  }
+};
+
 void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* phases) {
   const int64_t h = g.input[0], w = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
-  for (int64_t q = 0; q < p.stride; ++q)
+  for (int64_t q = 0; q < p.stride; ++q) {
+    const PhaseColumns cols(p, q, left, w);
     for (int64_t r = 0; r < p.rows; ++r) {
       float* to = phases + (q * p.rows + r) * p.phase_w;
       const int64_t iy = r - top;
-      for (int64_t k = 0; k < p.phase_w; ++k) {
-        const int64_t ix = k * p.stride + q - left;
-        to[k] = iy >= 0 && iy < h && ix >= 0 && ix < w ? plane[iy * w + ix] : 0.0f;
+      if (iy < 0 || iy >= h) {
+        std::fill(to, to + p.phase_w, 0.0f);
+        continue;
       }
+      const float* from = plane + iy * w + q - left;
+      std::fill(to, to + cols.first, 0.0f);
+      if (p.stride == 1) {
+        std::copy(from + cols.first, from + cols.last, to + cols.first);
+      } else {
+        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
+      }
+      std::fill(to + cols.last, to + p.phase_w, 0.0f);
     }
+  }
 }
 
 void PadRows(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* padded) {
@@ -720,9 +740,19 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlaneAvx2(const ConvGeomet
   float* out = dx + (n * g.in_channels + c) * h * wd;
   for (int64_t iy = 0; iy < h; ++iy) {
     const int64_t r = iy + top;
-    for (int64_t ix = 0; ix < wd; ++ix) {
-      const int64_t q = (ix + left) % p.stride, k = (ix + left) / p.stride;
-      out[iy * wd + ix] = r < p.rows && k < p.phase_w ? phases[(q * p.rows + r) * p.phase_w + k] : 0.0f;
+    float* row = out + iy * wd;
+    if (r >= p.rows) {  // below every window
+      std::fill(row, row + wd, 0.0f);
+      continue;
+    }
+    for (int64_t q = 0; q < p.stride; ++q) {
+      const PhaseColumns cols(p, q, left, wd);
+      const float* from = phases + (q * p.rows + r) * p.phase_w;
+      float* to = row + q - left;
+      for (int64_t k = cols.first; k < cols.last; ++k) to[k * p.stride] = from[k];
+      // Columns past the last window (the phases end there) get no gradient.
+      for (int64_t k = std::max(cols.last, (left - q + p.stride - 1) / p.stride); k * p.stride + q - left < wd; ++k)
+        to[k * p.stride] = 0.0f;
     }
   }
 }
