@@ -12,6 +12,7 @@
 
 #include "core/cpu_features.hpp"
 #include "ops/elementwise_util.hpp"
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/string_ops.hpp"
@@ -631,6 +632,10 @@ void ClipGradient(GradientContext& g) {
   auto require = [&](const std::string& condition) {
     inside = inside.empty() ? condition : g.Op("And", {inside, condition});
   };
+  if (!low.empty() && !high.empty()) {  // one pass instead of Greater, Less, And and Where
+    g.SetGrad(0, g.Op("ClipGrad", {g.dY(0), y, low, high}, {}, kEdgetrainDomain));
+    return;
+  }
   if (!low.empty()) require(g.Op("Greater", {y, low}));
   if (!high.empty()) require(g.Op("Less", {y, high}));
   if (inside.empty()) {
@@ -638,6 +643,72 @@ void ClipGradient(GradientContext& g) {
     return;
   }
   g.SetGrad(0, g.Op("Where", {inside, g.dY(0), g.ScalarLike(0, x)}));
+}
+
+// ai.edgetrain.ClipGrad(dY, Y, min, max) -> dX = dY where min < Y < max, else 0 (min and max single values).
+std::shared_ptr<const FunctionDef> ClipGradFunction() {
+  FunctionBuilder f("ClipGrad", {"dY", "Y", "min", "max"}, {"dX"});
+  f.Op("Greater", {"Y", "min"}, "above");
+  f.Op("Less", {"Y", "max"}, "below");
+  f.Op("And", {"above", "below"}, "inside");
+  f.Constant("zero_f32", Tensor::Scalar<float>(0));
+  f.Op("CastLike", {"zero_f32", "dY"}, "zero");
+  f.Op("Where", {"inside", "dY", "zero"}, "dX");
+  return f.Build();
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) void ClipGradRangeAvx2(const float* dy, const float* y, float low, float high,
+                                                       float* dx, int64_t begin, int64_t end) {
+  const __m256 lo = _mm256_set1_ps(low), hi = _mm256_set1_ps(high);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256 v = _mm256_loadu_ps(y + i);
+    const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GT_OQ), _mm256_cmp_ps(v, hi, _CMP_LT_OQ));
+    _mm256_storeu_ps(dx + i, _mm256_and_ps(inside, _mm256_loadu_ps(dy + i)));
+  }
+  for (; i < end; ++i) dx[i] = y[i] > low && y[i] < high ? dy[i] : 0.0f;
+}
+#endif
+
+void ClipGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& y = ctx.Input(1);
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(dy.shape() == y.shape() && dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": dY (",
+           DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match Y (", DataTypeName(y.dtype()), " ",
+           ShapeToString(y.shape()), ")");
+  for (size_t index : {size_t{2}, size_t{3}}) {
+    const Tensor& bound = ctx.Input(index);
+    ET_CHECK(bound.numel() == 1 && bound.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": '",
+             index == 2 ? "min" : "max", "' must be a single ", DataTypeName(y.dtype()), " value, got ",
+             DataTypeName(bound.dtype()), " ", ShapeToString(bound.shape()));
+  }
+  Tensor& dx = ctx.Output(0, y.shape(), y.dtype());
+  VisitFloatMath(y.dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    const C low = elementwise::Load(ctx.Input(2).data<T>()[0]), high = elementwise::Load(ctx.Input(3).data<T>()[0]);
+    const T* d = dy.data<T>();
+    const T* v = y.data<T>();
+    T* out = dx.data<T>();
+#if defined(__GNUC__) && defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>) {
+      if (CpuHasAvx2()) {
+        ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
+          ClipGradRangeAvx2(d, v, low, high, out, begin, end);
+        });
+        return;
+      }
+    }
+#endif
+    ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const C value = elementwise::Load(v[i]);
+        out[i] = value > low && value < high ? d[i] : elementwise::Store<T>(C{0});
+      }
+    });
+  });
 }
 
 // Float-to-float casts pass the gradient back in the input's type; casts from or to other types
@@ -767,6 +838,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_REGISTER_ONNX(r, "CastLike", CastLikeKernel);
   ET_IF_BUILT("", "Where") r.SetGradient("Where", WhereGradient);
   ET_IF_BUILT("", "Clip") r.SetGradient("Clip", ClipGradient);
+  ET_IF_BUILT("ai.edgetrain", "ClipGrad") RegisterFused(r, "ClipGrad", ClipGradKernel, ET_TRAINING_BODY(ClipGradFunction()));
   ET_IF_BUILT("", "Cast") r.SetGradient("Cast", CastGradient);
   ET_IF_BUILT("", "CastLike") r.SetGradient("CastLike", CastGradient);
 }
