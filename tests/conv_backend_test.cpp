@@ -83,6 +83,18 @@ std::vector<OpCase> ConvBackendCases() {
   AddConv(rows, "GroupedStrided", {2, 4, 7, 7}, {6, 2, 3, 3},
           {{"group", Attribute::Int(2)}, {"strides", Ints({2, 2})}});
   AddConv(rows, "Depthwise", {2, 8, 9, 9}, {8, 1, 3, 3}, {{"group", Attribute::Int(8)}, {"pads", Ints({1, 1, 1, 1})}});
+  // MobileNet/EfficientNet depthwise shapes: 3x3 and 5x5, strides 1 and 2, odd sizes, batch 1.
+  AddConv(rows, "Depthwise5x5Stride2", {2, 12, 11, 9}, {12, 1, 5, 5},
+          {{"group", Attribute::Int(12)}, {"strides", Ints({2, 2})}, {"pads", Ints({2, 2, 2, 2})}}, false);
+  AddConv(rows, "Depthwise3x3Stride2Batch1", {1, 16, 13, 13}, {16, 1, 3, 3},
+          {{"group", Attribute::Int(16)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}}, false);
+  // Input rows and columns no window reaches (no padding, stride 2), and planes narrower than the stride.
+  AddConv(rows, "DepthwiseStride2Uncovered", {2, 8, 8, 10}, {8, 1, 3, 3},
+          {{"group", Attribute::Int(8)}, {"strides", Ints({2, 2})}});
+  AddConv(rows, "DepthwiseTinyPlanes", {2, 8, 1, 3}, {8, 1, 3, 3},
+          {{"group", Attribute::Int(8)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}});
+  AddConv(rows, "Depthwise5x5AsymmetricPads", {3, 9, 7, 10}, {9, 1, 5, 5},
+          {{"group", Attribute::Int(9)}, {"pads", Ints({2, 1, 2, 3})}});
   AddConv(rows, "DilatedAsymmetricPads", {2, 3, 9, 8}, {4, 3, 3, 2},
           {{"dilations", Ints({2, 1})}, {"pads", Ints({1, 0, 2, 3})}, {"strides", Ints({1, 2})}}, false);
   AddConv(rows, "SameLowerStrided", {2, 3, 6, 7}, {4, 3, 2, 3},

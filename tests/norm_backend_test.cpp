@@ -193,6 +193,21 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return SoftmaxGrad("LogSoftmax", {30, 67, 3}, 1);
           }),
+      // The AVX2 sigmoid: a count that leaves a tail, and inputs past exp's float range on both sides.
+      BackendCase("Sigmoid", [] { return OnnxNode("Sigmoid", {RandomTensor({3, 5, 7, 3}, 31, -12.0, 12.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      // ReLU6's gradient in one pass (AVX2 on float32): bounds 0 and 6, Y on both sides of each, a tail.
+      BackendCase("ClipGrad",
+                  [] {
+                    return GradNode("ClipGrad", kEdgetrainDomain,
+                                    {RandomTensor({3, 5, 7, 3}, 33), RandomTensor({3, 5, 7, 3}, 34, -1.0, 7.0),
+                                     Doubles({0.0}, {}), Doubles({6.0}, {})},
+                                    {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-7),
+      BackendCase("SigmoidBeyondExpRange",
+                  [] { return OnnxNode("Sigmoid", {RandomTensor({2, 101}, 32, -150.0, 150.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
   };
 }
 
@@ -230,6 +245,16 @@ TEST(NormBackendErrors, LayerNormScaleThatDoesNotBroadcast) {
     EXPECT_ERROR(RunNode(node), ErrorCode::kInvalidArgument, "does not broadcast to the normalized shape [33]");
   }
   SetKernelBackend(saved);
+}
+
+TEST(NormBackendErrors, ClipGradBadInputs) {
+  const Tensor dy = RandomTensor({3, 4}, 35), y = RandomTensor({3, 4}, 36), zero = Doubles({0.0}, {});
+  EXPECT_ERROR(RunNode(GradNode("ClipGrad", kEdgetrainDomain, {dy, RandomTensor({4, 3}, 37), zero, zero}, {}, 1)),
+               ErrorCode::kInvalidArgument, "dY (float64 [3, 4]) must match Y (float64 [4, 3])");
+  EXPECT_ERROR(RunNode(GradNode("ClipGrad", kEdgetrainDomain, {dy, y, Doubles({0.0, 1.0}, {2}), zero}, {}, 1)),
+               ErrorCode::kInvalidArgument, "'min' must be a single float64 value, got float64 [2]");
+  EXPECT_ERROR(RunNode(GradNode("ClipGrad", kEdgetrainDomain, {dy, y, zero, Tensor::Scalar<float>(6)}, {}, 1)),
+               ErrorCode::kInvalidArgument, "'max' must be a single float64 value, got float32 []");
 }
 
 // Each window's value and gradient go to its first maximum in row-major order; NaNs never win and

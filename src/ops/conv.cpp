@@ -12,6 +12,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/cpu_features.hpp"
 #include "core/kernel_backend.hpp"
 #include "ops/conv_dnnl.hpp"
@@ -1068,6 +1072,211 @@ ConvGeometry CheckedConvGeometry(KernelContext& ctx) {
   return g;
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EDGETRAIN_DEPTHWISE_AVX2 1
+// One input and one output channel per group, 2-D, no dilation.
+bool IsPlainDepthwise2D(const ConvGeometry& g) {
+  return g.input.size() == 2 && g.group > 1 && g.in_channels == g.group && g.out_channels == g.group &&
+         g.dilations[0] == 1 && g.dilations[1] == 1 && g.kernel[0] <= 7 && g.kernel[1] <= 7 && g.batch > 0 &&
+         g.OutputSize() > 0 && g.pad_begin[0] >= 0 && g.pad_begin[1] >= 0;
+}
+
+// Depthwise passes on AVX2 straight from the NCHW tensors (oneDNN 2.6 needs its blocked layouts and
+// reorders around them, and takes 5x5 dW to im2col and GEMM). The padded plane of X (or of dX) is
+// kept split into `stride` column phases, phase q holding padded columns q, q + stride, ...: each
+// kernel tap then reads or writes one contiguous run per output row. dY rows are padded to whole vectors.
+struct DepthwisePlanes {
+  int64_t ow8, rows, phase_w, stride;
+  explicit DepthwisePlanes(const ConvGeometry& g)
+      : ow8((g.output[1] + 7) / 8 * 8),
+        rows((g.output[0] - 1) * g.strides[0] + g.kernel[0]),
+        phase_w(ow8 + (g.kernel[1] - 1) / g.strides[1]),
+        stride(g.strides[1]) {}
+  int64_t PhaseFloats() const { return stride * rows * phase_w; }
+  // Where tap (i, j) of output row 0, column 0 lies in the phases.
+  int64_t Tap(int64_t i, int64_t j) const { return (j % stride) * rows * phase_w + j / stride + i * phase_w; }
+};
+
+int64_t DepthwiseScratch(const ConvGeometry& g) {
+  const DepthwisePlanes p(g);
+  return g.output[0] * p.ow8 + p.PhaseFloats() + p.ow8;
+}
+
+// Phase q's columns k in [first, last) hold input columns k * stride + q - left in [0, width).
+struct PhaseColumns {
+  int64_t first, last;
+  PhaseColumns(const DepthwisePlanes& p, int64_t q, int64_t left, int64_t width) {
+    first = std::min(p.phase_w, std::max<int64_t>(0, (left - q + p.stride - 1) / p.stride));
+    const int64_t span = width - 1 + left - q;  // of the last input column, in padded columns after q
+    last = span < 0 ? first : std::max(first, std::min(p.phase_w, span / p.stride + 1));
+  }
+};
+
+void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* phases) {
+  const int64_t h = g.input[0], w = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
+  for (int64_t q = 0; q < p.stride; ++q) {
+    const PhaseColumns cols(p, q, left, w);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      float* to = phases + (q * p.rows + r) * p.phase_w;
+      const int64_t iy = r - top;
+      if (iy < 0 || iy >= h) {
+        std::fill(to, to + p.phase_w, 0.0f);
+        continue;
+      }
+      const float* from = plane + iy * w + q - left;
+      std::fill(to, to + cols.first, 0.0f);
+      if (p.stride == 1) {
+        std::copy(from + cols.first, from + cols.last, to + cols.first);
+      } else {
+        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
+      }
+      std::fill(to + cols.last, to + p.phase_w, 0.0f);
+    }
+  }
+}
+
+void PadRows(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* padded) {
+  const int64_t oh = g.output[0], ow = g.output[1];
+  for (int64_t r = 0; r < oh; ++r) {
+    std::copy(plane + r * ow, plane + (r + 1) * ow, padded + r * p.ow8);
+    std::fill(padded + r * p.ow8 + ow, padded + (r + 1) * p.ow8, 0.0f);
+  }
+}
+
+// Y plane of image n, channel c (then max(y, 0) when `relu`).
+__attribute__((target("avx2,fma"))) void DepthwiseForwardPlaneAvx2(const ConvGeometry& g, int64_t n, int64_t c,
+                                                                   const float* x, const float* w, const float* b,
+                                                                   float* y, bool relu, float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  float* phases = scratch;
+  float* row = scratch + p.PhaseFloats();
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+  const float* taps = w + c * kh * kw;
+  const __m256 bias = _mm256_set1_ps(b ? b[c] : 0.0f), zero = _mm256_setzero_ps();
+  float* out = y + (n * g.out_channels + c) * oh * ow;
+  for (int64_t r = 0; r < oh; ++r) {
+    const float* from = phases + r * sh * p.phase_w;
+    for (int64_t col = 0; col < p.ow8; col += 8) {
+      __m256 acc = bias;
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(taps[i * kw + j]), _mm256_loadu_ps(from + p.Tap(i, j) + col), acc);
+      if (relu) acc = _mm256_max_ps(acc, zero);
+      _mm256_storeu_ps(row + col, acc);
+    }
+    std::copy(row, row + ow, out + r * ow);
+  }
+}
+
+// dX plane of image n, channel c: every tap scatters w * dY into the phases of the padded dX plane.
+__attribute__((target("avx2,fma"))) void DepthwiseDataPlaneAvx2(const ConvGeometry& g, int64_t n, int64_t c,
+                                                                const float* dy, const float* w, float* dx,
+                                                                float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  const int64_t h = g.input[0], wd = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
+  float* padded_dy = scratch;
+  float* phases = scratch + oh * p.ow8;
+  PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+  std::fill(phases, phases + p.PhaseFloats(), 0.0f);
+  const float* taps = w + c * kh * kw;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j) {
+      const __m256 tap = _mm256_set1_ps(taps[i * kw + j]);
+      float* base = phases + p.Tap(i, j);
+      for (int64_t r = 0; r < oh; ++r) {
+        float* to = base + r * sh * p.phase_w;
+        const float* d = padded_dy + r * p.ow8;
+        for (int64_t col = 0; col < p.ow8; col += 8)
+          _mm256_storeu_ps(to + col, _mm256_fmadd_ps(tap, _mm256_loadu_ps(d + col), _mm256_loadu_ps(to + col)));
+      }
+    }
+  float* out = dx + (n * g.in_channels + c) * h * wd;
+  for (int64_t iy = 0; iy < h; ++iy) {
+    const int64_t r = iy + top;
+    float* row = out + iy * wd;
+    if (r >= p.rows) {  // below every window
+      std::fill(row, row + wd, 0.0f);
+      continue;
+    }
+    for (int64_t q = 0; q < p.stride; ++q) {
+      const PhaseColumns cols(p, q, left, wd);
+      const float* from = phases + (q * p.rows + r) * p.phase_w;
+      float* to = row + q - left;
+      for (int64_t k = cols.first; k < cols.last; ++k) to[k * p.stride] = from[k];
+      // Columns past the last window (the phases end there) get no gradient.
+      for (int64_t k = std::max(cols.last, (left - q + p.stride - 1) / p.stride); k * p.stride + q - left < wd; ++k)
+        to[k * p.stride] = 0.0f;
+    }
+  }
+}
+
+// dW of channel c over the batch; each output row's products are summed in float, the rows in double.
+__attribute__((target("avx2,fma"))) void DepthwiseWeightsChannelAvx2(const ConvGeometry& g, int64_t c, const float* x,
+                                                                     const float* dy, float* dw, float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  float* padded_dy = scratch;
+  float* phases = scratch + oh * p.ow8;
+  double sums[49] = {};
+  for (int64_t n = 0; n < g.batch; ++n) {
+    PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const float* base = phases + p.Tap(i, j);
+        __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+        for (int64_t r = 0; r < oh; ++r) {
+          const float* from = base + r * sh * p.phase_w;
+          const float* d = padded_dy + r * p.ow8;
+          __m256 acc = _mm256_setzero_ps();
+          for (int64_t col = 0; col < p.ow8; col += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + col), _mm256_loadu_ps(from + col), acc);
+          low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(acc)));
+          high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(acc, 1)));
+        }
+        alignas(32) double lanes[4];
+        _mm256_store_pd(lanes, _mm256_add_pd(low, high));
+        sums[i * kw + j] += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+      }
+  }
+  for (int64_t t = 0; t < kh * kw; ++t) dw[c * kh * kw + t] = static_cast<float>(sums[t]);
+}
+
+// Runs fn(task, scratch) for tasks [0, count) on the pool, each thread on scratch of its own.
+template <typename Fn>
+void DepthwiseTasks(ThreadPool& threads, const ConvGeometry& g, int64_t count, Fn&& fn) {
+  const size_t floats = static_cast<size_t>(DepthwiseScratch(g));
+  threads.ParallelFor(count, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < floats) buffer.resize(floats);
+    for (int64_t t = begin; t < end; ++t) fn(t, buffer.data());
+  });
+}
+
+// Whether the depthwise AVX2 passes run: float32 on the fast backend with an AVX2/FMA CPU.
+bool UseDepthwiseAvx2(const ConvGeometry& g) { return UseDnnl() && CpuHasAvx2Fma() && IsPlainDepthwise2D(g); }
+
+void DepthwiseForward(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* w, const float* b,
+                      float* y, bool relu) {
+  DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
+    DepthwiseForwardPlaneAvx2(g, t / g.in_channels, t % g.in_channels, x, w, b, y, relu, scratch);
+  });
+}
+
+void DepthwiseData(ThreadPool& threads, const ConvGeometry& g, const float* dy, const float* w, float* dx) {
+  DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
+    DepthwiseDataPlaneAvx2(g, t / g.in_channels, t % g.in_channels, dy, w, dx, scratch);
+  });
+}
+
+void DepthwiseWeights(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* dy, float* dw) {
+  DepthwiseTasks(threads, g, g.in_channels,
+                 [&](int64_t c, float* scratch) { DepthwiseWeightsChannelAvx2(g, c, x, dy, dw, scratch); });
+}
+#endif
+
 // y = Conv(X, W, B) of the node's inputs, then max(y, 0) when `relu`.
 void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
   const Tensor& x = ctx.Input(0);
@@ -1080,6 +1289,12 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
+#if defined(EDGETRAIN_DEPTHWISE_AVX2)
+      if (UseDepthwiseAvx2(g)) {
+        DepthwiseForward(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
+        return;
+      }
+#endif
       if (UseDnnl() && !IsFullyConnected(g) &&
           conv_dnnl::ConvForward(g, x.data<T>(), w.data<T>(), bp, y.data<T>(), ctx.threads().num_threads(), relu))
         return;
@@ -1259,6 +1474,7 @@ void ConvBiasGradient(ThreadPool& threads, int64_t batch, int64_t channels, int6
                       });
 }
 
+
 }  // namespace
 
 // ai.edgetrain.ConvGrad(dY, X, W) -> (dX, dW, dB), attributes as Conv's. Outputs that are not
@@ -1286,6 +1502,13 @@ void ConvGradKernel(KernelContext& ctx) {
       dw = nullptr;
     }
     if constexpr (std::is_same_v<T, float>) {
+#if defined(EDGETRAIN_DEPTHWISE_AVX2)
+      if (UseDepthwiseAvx2(g)) {
+        if (dx) DepthwiseData(ctx.threads(), g, dy.data<T>(), w.data<T>(), dx);
+        if (dw) DepthwiseWeights(ctx.threads(), g, x.data<T>(), dy.data<T>(), dw);
+        dx = dw = nullptr;
+      }
+#endif
       if (UseDnnl() && !IsFullyConnected(g)) {
         const int threads = ctx.threads().num_threads();
         if (dx && conv_dnnl::ConvBackwardData(g, dy.data<T>(), w.data<T>(), dx, threads)) dx = nullptr;

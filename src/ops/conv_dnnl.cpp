@@ -198,6 +198,12 @@ struct Request {
   const PoolGeometry* pool = nullptr;  // kForwardReluMaxPool: the pooling of the Conv's output
 };
 
+// One input and one output channel per group: oneDNN's depthwise kernels need its blocked layouts
+// (on plain ones it falls back to im2col and GEMM, 10x slower).
+bool IsDepthwise(const ConvGeometry& g) {
+  return g.group > 1 && g.in_channels == g.group && g.out_channels == g.group;
+}
+
 // Whether the primitive gets to choose its layouts (reorders run around it) rather than work on the
 // ONNX layouts. Its layouts pad channels to blocks of 16 (AVX-512), which costs more than the
 // reorders save where a pass writes an image of fewer than 6 channels per group: dX of a first
@@ -205,7 +211,7 @@ struct Request {
 bool ChoosesLayouts(const Request& r) {
   constexpr int64_t kFewChannels = 6;
   const ConvGeometry& g = r.g;
-  if (r.pass == Pass::kBackwardData) return g.in_channels / g.group >= kFewChannels;
+  if (r.pass == Pass::kBackwardData) return g.in_channels / g.group >= kFewChannels || IsDepthwise(g);
   if (r.pass == Pass::kTransposeForward) return g.out_channels / g.group >= kFewChannels;
   return true;
 }

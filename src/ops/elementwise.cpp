@@ -6,7 +6,13 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/cpu_features.hpp"
 #include "ops/elementwise_util.hpp"
+#include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/string_ops.hpp"
@@ -359,6 +365,25 @@ void BitwiseNotKernel(KernelContext& ctx) {
   });
 }
 
+// z[i] = c[i] ? a[i] : b0 (float32), eight at a time.
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) void WhereElseScalarAvx2(const bool* c, const float* a, float b0, float* z, int64_t n) {
+  const __m256 other = _mm256_set1_ps(b0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    int64_t bytes;
+    std::memcpy(&bytes, c + i, sizeof bytes);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes)), _mm256_setzero_si256());
+    _mm256_storeu_ps(z + i, _mm256_blendv_ps(other, _mm256_loadu_ps(a + i), _mm256_castsi256_ps(mask)));
+  }
+  for (; i < n; ++i) z[i] = c[i] ? a[i] : b0;
+}
+#else
+void WhereElseScalarAvx2(const bool* c, const float* a, float b0, float* z, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) z[i] = c[i] ? a[i] : b0;
+}
+#endif
+
 void WhereKernel(KernelContext& ctx) {
   Tensor condition = ctx.Input(0), x = ctx.Input(1), y = ctx.Input(2);
   ET_CHECK(condition.dtype() == DataType::kBool, ErrorCode::kInvalidArgument, ctx.node().Describe(),
@@ -375,9 +400,31 @@ void WhereKernel(KernelContext& ctx) {
     ForEachBroadcastRun<3>(ctx.threads(), shape, {&condition.shape(), &x.shape(), &y.shape()},
                            [&](int64_t o, const std::array<int64_t, 3>& offs, const std::array<int64_t, 3>& strides,
                                int64_t n) {
-                             for (int64_t i = 0; i < n; ++i)
-                               zs[o + i] = c[offs[0] + i * strides[0]] ? xs[offs[1] + i * strides[1]]
-                                                                        : ys[offs[2] + i * strides[2]];
+                             const bool* cs = c + offs[0];
+                             const T* a = xs + offs[1];
+                             const T* b = ys + offs[2];
+                             T* z = zs + o;
+                             if constexpr (std::is_arithmetic_v<T>) {
+                               // Both sides read unconditionally: a select without branches, vectorised
+                               // where one side is a scalar (Clip's and Relu's gradients: Where(mask, dY, 0)).
+                               if (strides[0] == 1 && strides[1] == 1 && strides[2] == 0) {
+                                 if constexpr (std::is_same_v<T, float>) {
+                                   if (CpuHasAvx2()) return WhereElseScalarAvx2(cs, a, b[0], z, n);
+                                 }
+                                 for (int64_t i = 0; i < n; ++i) {
+                                   const T pair[2] = {b[0], a[i]};
+                                   z[i] = pair[cs[i] ? 1 : 0];
+                                 }
+                                 return;
+                               }
+                               for (int64_t i = 0; i < n; ++i) {
+                                 const T pair[2] = {b[i * strides[2]], a[i * strides[1]]};
+                                 z[i] = pair[cs[i * strides[0]] ? 1 : 0];
+                               }
+                             } else {
+                               for (int64_t i = 0; i < n; ++i)
+                                 z[i] = cs[i * strides[0]] ? a[i * strides[1]] : b[i * strides[2]];
+                             }
                            });
   });
 }
@@ -594,6 +641,10 @@ void ClipGradient(GradientContext& g) {
   auto require = [&](const std::string& condition) {
     inside = inside.empty() ? condition : g.Op("And", {inside, condition});
   };
+  if (!low.empty() && !high.empty()) {  // one pass instead of Greater, Less, And and Where
+    g.SetGrad(0, g.Op("ClipGrad", {g.dY(0), y, low, high}, {}, kEdgetrainDomain));
+    return;
+  }
   if (!low.empty()) require(g.Op("Greater", {y, low}));
   if (!high.empty()) require(g.Op("Less", {y, high}));
   if (inside.empty()) {
@@ -601,6 +652,72 @@ void ClipGradient(GradientContext& g) {
     return;
   }
   g.SetGrad(0, g.Op("Where", {inside, g.dY(0), g.ScalarLike(0, x)}));
+}
+
+// ai.edgetrain.ClipGrad(dY, Y, min, max) -> dX = dY where min < Y < max, else 0 (min and max single values).
+std::shared_ptr<const FunctionDef> ClipGradFunction() {
+  FunctionBuilder f("ClipGrad", {"dY", "Y", "min", "max"}, {"dX"});
+  f.Op("Greater", {"Y", "min"}, "above");
+  f.Op("Less", {"Y", "max"}, "below");
+  f.Op("And", {"above", "below"}, "inside");
+  f.Constant("zero_f32", Tensor::Scalar<float>(0));
+  f.Op("CastLike", {"zero_f32", "dY"}, "zero");
+  f.Op("Where", {"inside", "dY", "zero"}, "dX");
+  return f.Build();
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) void ClipGradRangeAvx2(const float* dy, const float* y, float low, float high,
+                                                       float* dx, int64_t begin, int64_t end) {
+  const __m256 lo = _mm256_set1_ps(low), hi = _mm256_set1_ps(high);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256 v = _mm256_loadu_ps(y + i);
+    const __m256 inside = _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GT_OQ), _mm256_cmp_ps(v, hi, _CMP_LT_OQ));
+    _mm256_storeu_ps(dx + i, _mm256_and_ps(inside, _mm256_loadu_ps(dy + i)));
+  }
+  for (; i < end; ++i) dx[i] = y[i] > low && y[i] < high ? dy[i] : 0.0f;
+}
+#endif
+
+void ClipGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& y = ctx.Input(1);
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(dy.shape() == y.shape() && dy.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": dY (",
+           DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match Y (", DataTypeName(y.dtype()), " ",
+           ShapeToString(y.shape()), ")");
+  for (size_t index : {size_t{2}, size_t{3}}) {
+    const Tensor& bound = ctx.Input(index);
+    ET_CHECK(bound.numel() == 1 && bound.dtype() == y.dtype(), ErrorCode::kInvalidArgument, what, ": '",
+             index == 2 ? "min" : "max", "' must be a single ", DataTypeName(y.dtype()), " value, got ",
+             DataTypeName(bound.dtype()), " ", ShapeToString(bound.shape()));
+  }
+  Tensor& dx = ctx.Output(0, y.shape(), y.dtype());
+  VisitFloatMath(y.dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    const C low = elementwise::Load(ctx.Input(2).data<T>()[0]), high = elementwise::Load(ctx.Input(3).data<T>()[0]);
+    const T* d = dy.data<T>();
+    const T* v = y.data<T>();
+    T* out = dx.data<T>();
+#if defined(__GNUC__) && defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>) {
+      if (CpuHasAvx2()) {
+        ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
+          ClipGradRangeAvx2(d, v, low, high, out, begin, end);
+        });
+        return;
+      }
+    }
+#endif
+    ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const C value = elementwise::Load(v[i]);
+        out[i] = value > low && value < high ? d[i] : elementwise::Store<T>(C{0});
+      }
+    });
+  });
 }
 
 // Float-to-float casts pass the gradient back in the input's type; casts from or to other types
@@ -730,6 +847,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_REGISTER_ONNX(r, "CastLike", CastLikeKernel);
   ET_IF_BUILT("", "Where") r.SetGradient("Where", WhereGradient);
   ET_IF_BUILT("", "Clip") r.SetGradient("Clip", ClipGradient);
+  ET_IF_BUILT("ai.edgetrain", "ClipGrad") RegisterFused(r, "ClipGrad", ClipGradKernel, ET_TRAINING_BODY(ClipGradFunction()));
   ET_IF_BUILT("", "Cast") r.SetGradient("Cast", CastGradient);
   ET_IF_BUILT("", "CastLike") r.SetGradient("CastLike", CastGradient);
 }
