@@ -300,6 +300,17 @@ TEST_F(Fusion, TransposeOfTransposeIsReadPastAndGemmWritesTheTransposedProduct) 
   ExpectFusion(b.model, {{"x", RandomFloats({6, 3}, 3)}, {"w", RandomFloats({6, 4}, 4)}}, "Gemm");
 }
 
+TEST_F(Fusion, GemmReadPastTwoTransposesKeepsItsOutput) {
+  ModelBuilder b({6, 3});
+  b.Initializer("w", {6, 4});
+  b.Overridable("w");
+  b.Add("Gemm", {"x", "w"}, {"p"}, {{"transA", Attribute::Int(1)}});
+  b.Add("Transpose", {"p"}, {"pt"}, Perm({1, 0}));
+  b.Add("Transpose", {"pt"}, {"ptt"}, Perm({1, 0}));  // the Relu reads p itself: the Gemm must keep writing p
+  b.Output(b.Unary("Relu", "ptt"));
+  ExpectFusion(b.model, {{"x", RandomFloats({6, 3}, 3)}, {"w", RandomFloats({6, 4}, 4)}}, "Gemm,Relu");
+}
+
 TEST_F(Fusion, TransposesOthersReadStay) {
   ModelBuilder b({2, 4});
   b.Initializer("w", {5, 4});

@@ -104,11 +104,15 @@ class Rewriter {
   // The default-domain node of type `op_type` whose only output is `value` and that nothing but one
   // reader reads; null otherwise.
   Node* SoleProducer(const std::string& value, const char* op_type) {
+    Node* n = Producer(value);
+    if (!n || !n->domain.empty() || n->op_type != op_type || n->outputs.size() != 1) return nullptr;
+    return reads_[value] == 1 ? n : nullptr;
+  }
+
+  // The node that makes `value` while it is still in the graph; null for an input or initializer.
+  Node* Producer(const std::string& value) {
     auto it = producer_.find(value);
-    if (it == producer_.end() || removed_[it->second]) return nullptr;
-    Node& n = graph_.nodes[it->second];
-    if (!n.domain.empty() || n.op_type != op_type || n.outputs.size() != 1) return nullptr;
-    return reads_[value] == 1 ? &n : nullptr;
+    return it == producer_.end() || removed_[it->second] ? nullptr : &graph_.nodes[it->second];
   }
 
   // `producer` takes over output 0 of `last`, which goes away with the nodes `between` them.
@@ -310,37 +314,30 @@ DataType DeclaredType(const Graph& graph, const std::string& value) {
 }  // namespace
 
 size_t FoldTransposesIntoProducts(Graph& graph, bool fused_matmul) {
-  std::unordered_map<std::string, size_t> reads, top_level_reads, producer;
-  CountReads(graph, reads);
-  for (size_t k = 0; k < graph.nodes.size(); ++k) {
-    for (const auto& i : graph.nodes[k].inputs) ++top_level_reads[i];
-    for (const auto& o : graph.nodes[k].outputs) producer[o] = k;
-  }
-  auto transpose_of = [&](const std::string& value) -> const Node* {
-    auto it = producer.find(value);
-    return it != producer.end() && IsTranspose2D(graph.nodes[it->second]) ? &graph.nodes[it->second] : nullptr;
-  };
-  std::vector<bool> removed(graph.nodes.size(), false);
   size_t count = 0;
-  // Transpose(Transpose(x)) = x: its readers (all in this graph, none a graph output) read x.
-  std::unordered_map<std::string, std::string> restored;
-  for (const Node& n : graph.nodes)
-    if (const Node* inner = IsTranspose2D(n) ? transpose_of(n.inputs[0]) : nullptr;
-        inner && reads[n.outputs[0]] == top_level_reads[n.outputs[0]])
-      restored[n.outputs[0]] = inner->inputs[0];
-  for (size_t k = 0; k < graph.nodes.size(); ++k) {
-    Node& n = graph.nodes[k];
-    if (restored.count(n.outputs.empty() ? "" : n.outputs[0]) && IsTranspose2D(n)) {
-      removed[k] = true;
-      ++count;
-      continue;
-    }
-    for (auto& i : n.inputs)
-      if (auto it = restored.find(i); it != restored.end()) i = it->second;
+  {  // Transpose(Transpose(x)) = x: its readers (all in this graph, none a graph output) read x.
+    Rewriter before(graph);
+    std::unordered_map<std::string, size_t> top_level_reads;
+    for (const Node& n : graph.nodes)
+      for (const auto& i : n.inputs) ++top_level_reads[i];
+    std::unordered_map<std::string, std::string> restored;
+    for (const Node& n : graph.nodes)
+      if (const Node* inner = IsTranspose2D(n) ? before.Producer(n.inputs[0]) : nullptr;
+          inner && IsTranspose2D(*inner) && before.Reads(n.outputs[0]) == top_level_reads[n.outputs[0]])
+        restored[n.outputs[0]] = inner->inputs[0];
+    for (Node& n : graph.nodes)  // the Transposes nobody reads now are left to EliminateDeadNodes
+      for (auto& i : n.inputs)
+        if (auto it = restored.find(i); it != restored.end()) i = it->second;
+    count += restored.size();
   }
+  Rewriter rewriter(graph);  // reads counted again: the restored values have new readers
+  auto transpose_of = [&](const std::string& value) -> const Node* {
+    const Node* p = rewriter.Producer(value);
+    return p && IsTranspose2D(*p) ? p : nullptr;
+  };
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     Node& n = graph.nodes[k];
-    if (removed[k] || !n.domain.empty()) continue;
+    if (!n.domain.empty()) continue;
     if (fused_matmul && n.op_type == "MatMul" && n.inputs.size() == 2 && n.outputs.size() == 1) {
       const Node* ta = transpose_of(n.inputs[0]);
       const Node* tb = transpose_of(n.inputs[1]);
@@ -355,27 +352,17 @@ size_t FoldTransposesIntoProducts(Graph& graph, bool fused_matmul) {
       if (tb) n.inputs[1] = tb->inputs[0];
       ++count;
     } else if (IsTranspose2D(n)) {
-      auto it = producer.find(n.inputs[0]);
-      if (it == producer.end() || removed[it->second] || reads[n.inputs[0]] != 1) continue;
-      Node& gemm = graph.nodes[it->second];
-      if (!gemm.domain.empty() || gemm.op_type != "Gemm" || gemm.outputs.size() != 1 ||
-          (gemm.inputs.size() > 2 && !gemm.inputs[2].empty()))
-        continue;
-      const int64_t trans_a = gemm.GetInt("transA", 0), trans_b = gemm.GetInt("transB", 0);
-      gemm.inputs.resize(2);
-      std::swap(gemm.inputs[0], gemm.inputs[1]);  // (op(A) op(B))^T = op(B)^T op(A)^T
-      gemm.attributes["transA"] = Attribute::Int(trans_b == 0 ? 1 : 0);
-      gemm.attributes["transB"] = Attribute::Int(trans_a == 0 ? 1 : 0);
-      gemm.outputs[0] = n.outputs[0];
-      removed[k] = true;
-      ++count;
+      Node* gemm = rewriter.SoleProducer(n.inputs[0], "Gemm");
+      if (!gemm || (gemm->inputs.size() > 2 && !gemm->inputs[2].empty())) continue;
+      const int64_t trans_a = gemm->GetInt("transA", 0), trans_b = gemm->GetInt("transB", 0);
+      gemm->inputs.resize(2);
+      std::swap(gemm->inputs[0], gemm->inputs[1]);  // (op(A) op(B))^T = op(B)^T op(A)^T
+      gemm->attributes["transA"] = Attribute::Int(trans_b == 0 ? 1 : 0);
+      gemm->attributes["transB"] = Attribute::Int(trans_a == 0 ? 1 : 0);
+      rewriter.Absorb(*gemm, k);
     }
   }
-  std::vector<Node> kept;
-  for (size_t k = 0; k < graph.nodes.size(); ++k)
-    if (!removed[k]) kept.push_back(std::move(graph.nodes[k]));
-  graph.nodes = std::move(kept);
-  return count;
+  return count + rewriter.Finish();
 }
 
 size_t KeepRecurrentTraces(Graph& graph) {

@@ -50,7 +50,8 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm
 // Takes 2-D transposes out of matrix products: a Transpose of a Transpose that restores its input is read
 // past; MatMul(A, Transpose(W)) and MatMul(Transpose(W), B) of 2-D float32/float64 W become com.microsoft
 // FusedMatMul with transB/transA (when `fused_matmul`); Transpose(Gemm(A, B)) of a Gemm without C that
-// nothing else reads becomes Gemm(B, A) with swapped, flipped transposes. Returns the number of rewrites.
+// nothing else reads becomes Gemm(B, A) with swapped, flipped transposes. Transposes left unread stay for
+// EliminateDeadNodes. Returns the number of rewrites.
 size_t FoldTransposesIntoProducts(Graph& graph, bool fused_matmul = true);
 
 // Gives each LSTM node that an ai.edgetrain LSTMGrad node differentiates (the same eight inputs and
