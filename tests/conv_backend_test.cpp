@@ -23,23 +23,30 @@ OneNode ConvNode(const std::string& op, const Shape& x, const Shape& w, const At
   return OnnxNode(op, inputs, attributes);
 }
 
+// The ConvGrad row of `conv`: dY of its output's shape from `make_dy`, dX, dW, dB as `grad_outputs` asks.
+OpCase ConvGradCase(const std::string& name, const OneNode& conv, const AttributeMap& attributes,
+                    std::vector<bool> grad_outputs, Tensor (*make_dy)(const Shape&), BackendCheck check) {
+  return BackendCase(
+      name,
+      [conv, attributes, grad_outputs, make_dy] {
+        const Shape y_shape = RunOnBackend(KernelBackend::kReference, conv)[0].shape();
+        OneNode grad;
+        grad.op = "ConvGrad";
+        grad.inputs = {make_dy(y_shape), conv.inputs[0].tensor, conv.inputs[1].tensor};
+        grad.attributes = attributes;
+        grad.outputs = grad_outputs;
+        return grad;
+      },
+      check);
+}
+
 // A Conv configuration: its forward row and its ConvGrad row (dX, dW, dB as `grad_outputs` asks).
 void AddConv(std::vector<OpCase>& rows, const std::string& name, const Shape& x, const Shape& w,
              const AttributeMap& attributes, bool bias = true, std::vector<bool> grad_outputs = {true, true, true}) {
   const OneNode conv = ConvNode("Conv", x, w, attributes, bias, w[0]);
   rows.push_back(BackendCase("Conv_" + name, conv, BackendCheck::kDnnlVsReference));
-  rows.push_back(BackendCase(
-      "ConvGrad_" + name,
-      [conv, attributes, grad_outputs] {
-        const Shape y_shape = RunOnBackend(KernelBackend::kReference, conv)[0].shape();
-        OneNode grad;
-        grad.op = "ConvGrad";
-        grad.inputs = {RandomFloats(y_shape, 4), conv.inputs[0].tensor, conv.inputs[1].tensor};
-        grad.attributes = attributes;
-        grad.outputs = grad_outputs;
-        return grad;
-      },
-      BackendCheck::kDnnlVsReference));
+  rows.push_back(ConvGradCase("ConvGrad_" + name, conv, attributes, grad_outputs,
+                              [](const Shape& y) { return RandomFloats(y, 4); }, BackendCheck::kDnnlVsReference));
 }
 
 // The float32 kernels on the reference backend against the float64 ones (the plain im2col loops): Conv and
@@ -51,18 +58,8 @@ void AddConvFloat32(std::vector<OpCase>& rows, const std::string& name, const Sh
   if (bias) inputs.push_back(RandomTensor({w[0]}, 13));
   const OneNode conv = OnnxNode("Conv", inputs, attributes);
   rows.push_back(BackendCase("Float32Conv_" + name, conv, BackendCheck::kFloat32VsFloat64));
-  rows.push_back(BackendCase(
-      "Float32ConvGrad_" + name,
-      [conv, attributes, grad_outputs] {
-        const Shape y_shape = RunOnBackend(KernelBackend::kReference, conv)[0].shape();
-        OneNode grad;
-        grad.op = "ConvGrad";
-        grad.inputs = {RandomTensor(y_shape, 14), conv.inputs[0].tensor, conv.inputs[1].tensor};
-        grad.attributes = attributes;
-        grad.outputs = grad_outputs;
-        return grad;
-      },
-      BackendCheck::kFloat32VsFloat64));
+  rows.push_back(ConvGradCase("Float32ConvGrad_" + name, conv, attributes, grad_outputs,
+                              [](const Shape& y) { return RandomTensor(y, 14); }, BackendCheck::kFloat32VsFloat64));
 }
 
 void AddConvTranspose(std::vector<OpCase>& rows, const std::string& name, const Shape& x, const Shape& w,
