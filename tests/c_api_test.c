@@ -457,8 +457,23 @@ static void test_session_from_buffers(const char* artifacts, et_checkpoint_state
   et_session_options options;
   et_session_options_init(&options);
   CHECK(options.num_threads == 1);
-  options.num_threads = 2;
-  options.seed = 7;
+  CHECK(options.struct_size == sizeof options);
+  options.struct_size = 0;
+  EXPECT_ERROR(et_training_session_create_from_buffers(state, training_model, training_size, eval_model, eval_size,
+                                                       NULL, 0, &options, &from_buffers),
+               ET_ERROR_INVALID_ARGUMENT, "struct_size is 0; initialise the options with et_session_options_init");
+  options.struct_size = sizeof options + 8;
+  EXPECT_ERROR(et_training_session_create_from_buffers(state, training_model, training_size, eval_model, eval_size,
+                                                       NULL, 0, &options, &from_buffers),
+               ET_ERROR_INVALID_ARGUMENT, "struct_size is");
+  CHECK(from_buffers == NULL);
+  options.struct_size = sizeof options;
+  EXPECT_ERROR(et_session_options_set_num_threads(&options, 0), ET_ERROR_INVALID_ARGUMENT,
+               "thread count must be positive, got 0");
+  EXPECT_ERROR(et_session_options_set_num_threads(NULL, 2), ET_ERROR_INVALID_ARGUMENT, "options is NULL");
+  OK(et_session_options_set_num_threads(&options, 2));
+  OK(et_session_options_set_seed(&options, 7));
+  CHECK(options.num_threads == 2 && options.seed == 7);
   OK(et_training_session_create_from_buffers(state, training_model, training_size, eval_model, eval_size, NULL, 0,
                                              &options, &from_buffers));
   CHECK_NEAR(eval_loss(from_buffers), eval_loss(session), 1e-5);

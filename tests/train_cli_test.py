@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from checks import expect, summary
 
@@ -89,6 +89,45 @@ def check_memory_budget(tmp, test):
     expect("--memory-limit takes the same suffixes", r.returncode == 0, r.stderr)
 
 
+def check_frozen_prefix_cache(tmp, test):
+    """--cache-frozen-prefix: head-only training reads the frozen layers' outputs from the cache in later epochs."""
+    head = os.path.join(tmp, "head")
+    r = run("generate-artifacts", MLP, "-o", head, "--requires-grad", "net.5.weight,net.5.bias")
+    expect("generate-artifacts of the MLP's head exits 0", r.returncode == 0, r.stderr)
+
+    def train_head(name, *extra):
+        return run("train", head, "--data", *test, "--limit", 256, "--batch-size", 32, "--epochs", 2, "--seed", 5,
+                   "--checkpoint-out", f"{tmp}/{name}.ckpt", *extra)
+
+    r = train_head("uncached")
+    expect("head-only training without the cache prints no cache line",
+           r.returncode == 0 and "frozen prefix cache" not in r.stdout, r.stdout + r.stderr)
+    r = train_head("cached", "--cache-frozen-prefix", "16M")
+    expect("the second epoch reads all 256 samples from the cache",
+           r.returncode == 0 and "frozen prefix cache: 256 samples" in r.stdout and "256 hits, 256 misses" in r.stdout,
+           r.stdout + r.stderr)
+    # The cache holds each sample's prefix output from its first batch; oneDNN's GEMM rounds a row differently
+    # by its position in the batch, so the head agrees to float rounding, not to the bit.
+    heads = []
+    for name in ("uncached", "cached"):
+        r = run("export", head, "--checkpoint", f"{tmp}/{name}.ckpt", "--output", "output", "--out", f"{tmp}/{name}.onnx")
+        heads.append({i.name: numpy_helper.to_array(i) for i in onnx.load(f"{tmp}/{name}.onnx").graph.initializer}
+                     if r.returncode == 0 else {})
+    differences = {k: float(np.abs(heads[0][k] - heads[1][k]).max()) for k in heads[0] if k in heads[1]}
+    expect("cached training ends with the same frozen layers and a head within 1e-6",
+           len(differences) == 6 and max(differences.values()) < 1e-6 and
+           differences["net.1.weight"] == differences["net.3.weight"] == 0, differences)
+    r = train_head("never", "--cache-frozen-prefix", "0")
+    expect_error("--cache-frozen-prefix 0 is refused", r, "InvalidArgument", "--cache-frozen-prefix: '0' is zero")
+
+    lenet_head = os.path.join(tmp, "lenet_head")
+    r = run("generate-artifacts", os.path.join(ROOT, "models", "lenet_bn.onnx"), "-o", lenet_head,
+            "--requires-grad", "classifier.5.weight,classifier.5.bias")
+    r = run("train", lenet_head, "--data", *test, "--limit", 64, "--batch-size", 32, "--cache-frozen-prefix", "16M")
+    expect_error("a prefix with training-mode BatchNormalization cannot be cached, and the node is named", r,
+                 "InvalidArgument", "BatchNormalization")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         art = os.path.join(tmp, "art")
@@ -146,6 +185,8 @@ def main():
                r.returncode == 0 and f"accuracy {eval_accuracy}%" in r.stdout, r.stdout + r.stderr)
         pred = np.load(f"{tmp}/pred.npy")
         expect("predict writes one class per sample", pred.shape == (1000,) and pred.max() <= 9)
+
+        check_frozen_prefix_cache(tmp, test)
 
         # --- bad input: each error names what is wrong ---
         r = run("train", art, "--data", f"image={tmp}/x.npy", f"labels={tmp}/y.npy")

@@ -138,6 +138,10 @@ et_error* et_checkpoint_update_parameter(et_checkpoint_state* state, const char*
 typedef struct et_training_session et_training_session;
 
 typedef struct et_session_options {
+  /* sizeof(et_session_options) as the caller was compiled, set by et_session_options_init: a library newer
+   * than the caller gives the fields the caller lacks their defaults; 0 or a size larger than the library's
+   * own is ET_ERROR_INVALID_ARGUMENT at creation. */
+  size_t struct_size;
   int num_threads; /* intra-op threads */
   uint64_t seed;   /* random operators such as Dropout */
   /* Bytes the session may hold (parameters, gradients, optimizer state, planned intermediate tensors);
@@ -157,8 +161,13 @@ typedef struct et_session_options {
   int64_t frozen_prefix_cache_bytes;
 } et_session_options;
 
-/* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit, no budget). */
+/* Fills `options` with the defaults (1 thread, the library's default seed, no memory limit, no budget) and
+ * sets struct_size. Call it before setting any field. */
 void et_session_options_init(et_session_options* options);
+/* Sets options->num_threads; `threads` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
+et_error* et_session_options_set_num_threads(et_session_options* options, int threads);
+/* Sets options->seed. */
+et_error* et_session_options_set_seed(et_session_options* options, uint64_t seed);
 /* Sets options->memory_limit_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */
 et_error* et_session_options_set_memory_limit(et_session_options* options, int64_t bytes);
 /* Sets options->memory_budget_bytes; `bytes` must be positive (ET_ERROR_INVALID_ARGUMENT otherwise). */

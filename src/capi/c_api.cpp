@@ -200,11 +200,23 @@ et_error* et_checkpoint_update_parameter(et_checkpoint_state* state, const char*
 void et_session_options_init(et_session_options* options) {
   if (options == nullptr) return;
   edgetrain::TrainingSessionOptions defaults;
+  options->struct_size = sizeof(et_session_options);
   options->num_threads = defaults.num_threads;
   options->seed = defaults.seed;
   options->memory_limit_bytes = 0;
   options->memory_budget_bytes = 0;
   options->frozen_prefix_cache_bytes = 0;
+}
+
+et_error* et_session_options_set_num_threads(et_session_options* options, int threads) {
+  return ET_GUARD({
+    ET_CHECK(threads > 0, ErrorCode::kInvalidArgument, function, ": the thread count must be positive, got ", threads);
+    ET_REQUIRE(options)->num_threads = threads;
+  });
+}
+
+et_error* et_session_options_set_seed(et_session_options* options, uint64_t seed) {
+  return ET_GUARD({ ET_REQUIRE(options)->seed = seed; });
 }
 
 et_error* et_session_options_set_frozen_prefix_cache(et_session_options* options, int64_t bytes) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -176,17 +177,34 @@ inline const char* NameAt(const StringPool& strings, const std::vector<std::stri
   return strings.Intern(names[index]);
 }
 
+// Whether a caller compiled with options->struct_size bytes of et_session_options set `field`.
+template <typename Field>
+inline bool HasField(const et_session_options* options, const Field* field) {
+  const auto end = reinterpret_cast<const char*>(field + 1) - reinterpret_cast<const char*>(options);
+  return static_cast<size_t>(end) <= options->struct_size;
+}
+
 inline edgetrain::TrainingSessionOptions ToTrainingOptions(const et_session_options* options) {
   edgetrain::TrainingSessionOptions result;
-  if (options != nullptr) {
-    result.num_threads = options->num_threads;
-    result.seed = options->seed;
+  if (options == nullptr) return result;
+  ET_CHECK(options->struct_size > offsetof(et_session_options, num_threads) &&
+               options->struct_size <= sizeof(et_session_options),
+           ErrorCode::kInvalidArgument, "session options: struct_size is ", options->struct_size,
+           "; initialise the options with et_session_options_init (this library's et_session_options has ",
+           sizeof(et_session_options), " bytes)");
+  if (HasField(options, &options->num_threads)) result.num_threads = options->num_threads;
+  if (HasField(options, &options->seed)) result.seed = options->seed;
+  if (HasField(options, &options->memory_limit_bytes)) {
     ET_CHECK(options->memory_limit_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_limit_bytes is ",
              options->memory_limit_bytes, "; it must be positive, or 0 for no limit");
     result.memory_limit_bytes = static_cast<uint64_t>(options->memory_limit_bytes);
+  }
+  if (HasField(options, &options->memory_budget_bytes)) {
     ET_CHECK(options->memory_budget_bytes >= 0, ErrorCode::kInvalidArgument, "session options: memory_budget_bytes is ",
              options->memory_budget_bytes, "; it must be positive, or 0 for no budget");
     if (options->memory_budget_bytes > 0) result.memory_budget_bytes = options->memory_budget_bytes;
+  }
+  if (HasField(options, &options->frozen_prefix_cache_bytes)) {
     ET_CHECK(options->frozen_prefix_cache_bytes >= 0, ErrorCode::kInvalidArgument,
              "session options: frozen_prefix_cache_bytes is ", options->frozen_prefix_cache_bytes,
              "; it must be positive, or 0 for no cache");

@@ -108,6 +108,7 @@ export const env = {
 };
 
 const MAX_THREADS = 64;
+const SESSION_OPTIONS_BYTES = 64; // room for et_session_options; create() checks its struct_size
 let modulePromise = null;
 let runtime = null;
 
@@ -426,12 +427,12 @@ export class TrainingSession {
       w.check(m._et_checkpoint_load_from_buffer(w.bytes(alloc, checkpoint), checkpoint.byteLength, out));
       const state = w.readPointer(out);
       try {
-        const options = alloc(32);
+        const options = alloc(SESSION_OPTIONS_BYTES);
         m._et_session_options_init(options);
-        m.HEAP32[options >> 2] = sessionThreads(sessionOptions.intraOpNumThreads);
+        if (m.HEAPU32[options >> 2] > SESSION_OPTIONS_BYTES) throw new Error('et_session_options outgrew SESSION_OPTIONS_BYTES');
+        w.check(m._et_session_options_set_num_threads(options, sessionThreads(sessionOptions.intraOpNumThreads)));
         if (sessionOptions.seed !== undefined) {
-          m.HEAPU32[(options >> 2) + 2] = Number(BigInt(sessionOptions.seed) & 0xffffffffn);
-          m.HEAPU32[(options >> 2) + 3] = Number(BigInt(sessionOptions.seed) >> 32n);
+          w.check(m._et_session_options_set_seed(options, BigInt.asUintN(64, BigInt(sessionOptions.seed))));
         }
         w.check(m._et_training_session_create_from_buffers(state, w.bytes(alloc, train), train.byteLength,
           evalModel ? w.bytes(alloc, evalModel) : 0, evalModel ? evalModel.byteLength : 0,
