@@ -464,26 +464,27 @@ struct Vec {
 
 ET_LSTM_INLINE float SigmoidScalar(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// One batch row of one step: gates `a` (4H pre-activations, overwritten by the activations), c before
-// the step `cp`; writes the new h, c and tanh(c) (h also to `y` when not null). In passes of independent
+// One batch row of one step: gate pre-activations `pre` (4H), c before the step `cp`; writes the activated
+// gates to `a` (4H), the new h, c and tanh(c) (h also to `y` when not null). In passes of independent
 // activations (i, o, f contiguous, then g, then the cell) so that the long exp chains of successive
 // vectors overlap instead of one vector's five chains waiting on each other.
 template <int Bytes>
-ET_LSTM_INLINE void ForwardRowImpl(int64_t H, float* __restrict a, const float* __restrict cp, float* __restrict h,
-                                   float* __restrict c, float* __restrict tc, float* __restrict y) {
+ET_LSTM_INLINE void ForwardRowImpl(int64_t H, const float* __restrict pre, float* __restrict a,
+                                   const float* __restrict cp, float* __restrict h, float* __restrict c,
+                                   float* __restrict tc, float* __restrict y) {
   using V = Vec<Bytes>;
   using F = typename V::F;
   constexpr int L = V::kLanes;
   int64_t k = 0;
   for (; k + 2 * L <= 3 * H; k += 2 * L) {
-    const F s0 = V::Sigmoid(V::Load(a + k)), s1 = V::Sigmoid(V::Load(a + k + L));
+    const F s0 = V::Sigmoid(V::Load(pre + k)), s1 = V::Sigmoid(V::Load(pre + k + L));
     V::Store(a + k, s0);
     V::Store(a + k + L, s1);
   }
-  for (; k < 3 * H; ++k) a[k] = SigmoidScalar(a[k]);
+  for (; k < 3 * H; ++k) a[k] = SigmoidScalar(pre[k]);
   float* __restrict g = a + 3 * H;
-  for (k = 0; k + L <= H; k += L) V::Store(g + k, V::Tanh(V::Load(g + k)));
-  for (; k < H; ++k) g[k] = std::tanh(g[k]);
+  for (k = 0; k + L <= H; k += L) V::Store(g + k, V::Tanh(V::Load(pre + 3 * H + k)));
+  for (; k < H; ++k) g[k] = std::tanh(pre[3 * H + k]);
   for (k = 0; k + L <= H; k += L) {
     const F cv = V::Load(a + 2 * H + k) * V::Load(cp + k) + V::Load(a + k) * V::Load(g + k);
     const F tcv = V::Tanh(cv), hv = V::Load(a + H + k) * tcv;
@@ -538,17 +539,17 @@ ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
-__attribute__((target("avx2,fma"))) void ForwardRowAvx2(int64_t H, float* a, const float* cp, float* h, float* c,
-                                                        float* tc, float* y) {
-  ForwardRowImpl<32>(H, a, cp, h, c, tc, y);
+__attribute__((target("avx2,fma"))) void ForwardRowAvx2(int64_t H, const float* pre, float* a, const float* cp,
+                                                        float* h, float* c, float* tc, float* y) {
+  ForwardRowImpl<32>(H, pre, a, cp, h, c, tc, y);
 }
 __attribute__((target("avx2,fma"))) void BackwardRowAvx2(int64_t H, const float* a, const float* cp, const float* tc,
                                                          const float* dh, const float* dy, float* dc, float* dg) {
   BackwardRowImpl<32>(H, a, cp, tc, dh, dy, dc, dg);
 }
-void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
-  if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, a, cp, h, c, tc, y);
-  ForwardRowImpl<16>(H, a, cp, h, c, tc, y);
+void ForwardRow(int64_t H, const float* pre, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, pre, a, cp, h, c, tc, y);
+  ForwardRowImpl<16>(H, pre, a, cp, h, c, tc, y);
 }
 void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
                  float* dc, float* dg) {
@@ -561,8 +562,8 @@ constexpr int kBytes = 32;
 #else
 constexpr int kBytes = 16;
 #endif
-void ForwardRow(int64_t H, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
-  ForwardRowImpl<kBytes>(H, a, cp, h, c, tc, y);
+void ForwardRow(int64_t H, const float* pre, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  ForwardRowImpl<kBytes>(H, pre, a, cp, h, c, tc, y);
 }
 void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
                  float* dc, float* dg) {
@@ -586,7 +587,7 @@ bool FastLstmApplies(const Config& c, const Inputs<float>& in) {
 // Values of one direction's trace, in X's row order: [rows, 4H] activated gates i, o, f, c; [rows, XH]
 // rows x, 1, h before the step (one GEMM then gives dW, dB and dR); [rows, H] c before the step; [rows, H]
 // tanh of c after it.
-template <typename P>  // float or const float
+template <typename P>
 struct FastLstmTrace {
   int64_t xh_cols;
   P *gates, *xh, *cprev, *tanh_c;
@@ -611,7 +612,7 @@ int64_t FastLstmTraceSize(const Config& c) {
 // product (64x128x512) is the other way round (oneDNN 74, ours 64), so R is packed only without oneDNN.
 int64_t FastLstmForwardWork(const Config& c) {
   const int64_t xh = c.input + 1 + c.hidden;
-  return c.GH() * xh + PackedGemmBSize<float>(xh, c.GH());
+  return c.GH() * xh + PackedGemmBSize<float>(xh, c.GH()) + c.batch * c.GH();
 }
 int64_t FastLstmBackwardWork(const Config& c) {
   return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH() +
@@ -634,6 +635,9 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
   const int64_t XH = I + 1 + H;
   float* wall = work;  // [GH, XH]: W, both biases, R
   float* packed = wall + GH * XH;
+  // One step's pre-activations: the product writes them here, where they stay in cache for the gate math
+  // (not into the trace, whose lines are cold).
+  float* pre = packed + PackedGemmBSize<float>(XH, GH);
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<float> tr(c, trace, d);
     const float* w = in.w + d * GH * I;
@@ -660,15 +664,14 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
           if (in.h0) std::copy_n(in.h0 + c.StateOffset(d, b), H, hb); else std::fill_n(hb, H, 0.0f);
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
-      GemmPackedB(false, B, GH, XH, 1.0f, tr.xh + row0 * XH, step_rows * XH, packed, 0.0f, tr.gates + row0 * GH,
-                  step_rows * GH, pool);
+      GemmPackedB(false, B, GH, XH, 1.0f, tr.xh + row0 * XH, step_rows * XH, packed, 0.0f, pre, GH, pool);
       // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
       const bool last = s == c.seq - 1;
       for (int64_t b = 0; b < B; ++b) {
         const int64_t row = row0 + b * step_rows;
         float* hn = last ? yh + c.StateOffset(d, b) : tr.xh + c.XRow(next, b) * XH + I + 1;
         float* cn = last ? yc + c.StateOffset(d, b) : tr.cprev + c.XRow(next, b) * H;
-        fast_lstm::ForwardRow(H, tr.gates + row * GH, tr.cprev + row * H, hn, cn, tr.tanh_c + row * H,
+        fast_lstm::ForwardRow(H, pre + b * GH, tr.gates + row * GH, tr.cprev + row * H, hn, cn, tr.tanh_c + row * H,
                               y ? y + c.YOffset(t, d, b) : nullptr);
       }
     }
