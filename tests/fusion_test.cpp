@@ -537,5 +537,53 @@ TEST(RecurrentFastPath, LstmFloat32MatchesFloat64ReferenceWithAndWithoutKeptTrac
   }
 }
 
+// PyTorch's batch_first exports feed the LSTM a Transpose of X, and autodiff's recompute pass gives the
+// LSTMGrad its own copy of that Transpose: still one pair (the trace kept, the copy gone), with the same
+// values as without fusion; a Transpose of another input is another value (no pair).
+TEST(RecurrentFastPath, LstmGradReadingARecomputedTransposeOfXKeepsTheTrace) {
+  const int64_t seq = 5, batch = 3, input = 4, hidden = 10;
+  LstmCase k;
+  std::map<std::string, Tensor> feeds = {
+      {"x", RandomFloats({batch, seq, input}, 31)},       {"w", RandomFloats({1, 4 * hidden, input}, 32)},
+      {"r", RandomFloats({1, 4 * hidden, hidden}, 33)},   {"b", RandomFloats({1, 8 * hidden}, 34)},
+      {"h0", RandomFloats({1, batch, hidden}, 35)},       {"c0", RandomFloats({1, batch, hidden}, 36)},
+      {"dy", RandomFloats({seq, 1, batch, hidden}, 37)},  {"dy_h", RandomFloats({1, batch, hidden}, 38)},
+      {"dy_c", RandomFloats({1, batch, hidden}, 39)}};
+  feeds["x2"] = RandomFloats({batch, seq, input}, 40);
+  auto with_transposes = [&](const std::string& grad_x) {
+    Model model = LstmWithGradient(k, DataType::kFloat32, feeds);
+    Node t, copy;
+    t.op_type = copy.op_type = "Transpose";
+    t.inputs = {"x"};
+    copy.inputs = {grad_x};
+    t.outputs = {"xt"};
+    copy.outputs = {"xt_recomputed"};
+    t.attributes["perm"] = copy.attributes["perm"] = Attribute::Ints({1, 0, 2});
+    model.graph.nodes[0].inputs[0] = "xt";
+    model.graph.nodes[1].inputs[0] = "xt_recomputed";
+    model.graph.nodes.insert(model.graph.nodes.begin(), {t, copy});
+    return model;
+  };
+  SessionOptions plain;
+  plain.fuse_operators = false;
+  const Model model = with_transposes("x");
+  Session fused(model), unfused(model, plain);
+  const Graph& g = fused.model().graph;
+  ASSERT_EQ(g.nodes.size(), 3u) << "the recomputed Transpose is read by nothing once the LSTMGrad reads xt";
+  EXPECT_EQ(g.nodes.at(1).outputs.size(), 4u) << "the LSTM keeps its trace";
+  EXPECT_EQ(g.nodes.at(2).inputs.at(0), "xt");
+  const std::vector<Tensor> expected = unfused.Run(feeds), actual = fused.Run(feeds);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ExpectTensorNear(actual[i], expected[i], 1e-5, model.graph.outputs[i].name);
+  const Model other = with_transposes("x2");
+  Session unpaired(other), unpaired_plain(other, plain);
+  ASSERT_EQ(unpaired.model().graph.nodes.size(), 4u);
+  EXPECT_EQ(unpaired.model().graph.nodes.at(2).outputs.size(), 3u) << "no pair: the LSTMGrad runs the forward";
+  const std::vector<Tensor> expected2 = unpaired_plain.Run(feeds), actual2 = unpaired.Run(feeds);
+  for (size_t i = 0; i < expected2.size(); ++i)
+    ExpectTensorNear(actual2[i], expected2[i], 1e-5, other.graph.outputs[i].name + " (unpaired)");
+}
+
 }  // namespace
 }  // namespace edgetrain::testing

@@ -41,7 +41,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--edgetrain", required=True)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--train-samples", type=int, default=19200, help="0: all 60000")
+    parser.add_argument("--train-samples", type=int, default=25600, help="0: all 60000")
     parser.add_argument("--test-samples", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-3)

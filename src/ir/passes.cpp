@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <unordered_map>
 #include <unordered_set>
@@ -372,6 +373,26 @@ size_t KeepRecurrentTraces(Graph& graph) {
     return v;
   };
   Rewriter rewriter(graph);
+  // The same value, or the same output of two nodes that only move data, with the same attributes and
+  // inputs (an input recomputed for the backward, a Transpose of X in PyTorch's batch_first exports).
+  std::function<bool(const std::string&, const std::string&, int)> same_depth = [&](const std::string& a,
+                                                                                     const std::string& b, int depth) {
+    if (a == b) return true;
+    const Node* pa = rewriter.Producer(a);
+    const Node* pb = rewriter.Producer(b);
+    static const std::unordered_set<std::string> kDataMovement = {"Transpose", "Reshape",   "Squeeze", "Unsqueeze",
+                                                                   "Identity",  "Flatten",   "Cast"};
+    if (depth == 0 || !pa || !pb || !pa->domain.empty() || !pb->domain.empty() || pa->op_type != pb->op_type ||
+        !kDataMovement.count(pa->op_type) || pa->inputs.size() != pb->inputs.size() ||
+        pa->outputs.size() != pb->outputs.size() || !SameAttributes(pa->attributes, pb->attributes))
+      return false;
+    for (size_t i = 0; i < pa->outputs.size(); ++i)
+      if ((pa->outputs[i] == a) != (pb->outputs[i] == b)) return false;
+    for (size_t i = 0; i < pa->inputs.size(); ++i)
+      if (!same_depth(pa->inputs[i], pb->inputs[i], depth - 1)) return false;
+    return true;
+  };
+  auto same_value = [&](const std::string& a, const std::string& b) { return same_depth(a, b, 8); };
   size_t count = 0;
   for (Node& forward : graph.nodes) {
     if (!forward.domain.empty() || forward.op_type != "LSTM" || forward.outputs.size() > kForwardOutputs ||
@@ -383,7 +404,9 @@ size_t KeepRecurrentTraces(Graph& graph) {
           !SameAttributes(forward.attributes, grad.attributes))
         continue;
       const std::vector<std::string> grad_inputs = padded(grad.inputs, kForwardInputs);
-      if (!std::equal(inputs.begin(), inputs.end(), grad_inputs.begin())) continue;
+      if (!std::equal(inputs.begin(), inputs.end(), grad_inputs.begin(), same_value)) continue;
+      // A recomputed copy of an input (autodiff's recompute pass) gives way to the original: the copy dies.
+      for (size_t i = 0; i < std::min(forward.inputs.size(), grad.inputs.size()); ++i) grad.inputs[i] = inputs[i];
       const std::string base = !forward.outputs.empty() && !forward.outputs[0].empty() ? forward.outputs[0]
                                                                                        : forward.inputs[0];
       forward.outputs = padded(forward.outputs, kForwardOutputs);
