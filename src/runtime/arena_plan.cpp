@@ -74,7 +74,11 @@ ArenaPlan PlanArena(const std::vector<ArenaValue>& values) {
              " is last used at step ", values[v].last_use, ", before step ", values[v].define, " defines it");
     order.push_back(v);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].bytes > values[b].bytes; });
+  // Largest first; among equal sizes by definition, which places same-sized lifetimes in as few slots as
+  // are ever alive together.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return values[a].bytes != values[b].bytes ? values[a].bytes > values[b].bytes : values[a].define < values[b].define;
+  });
   ArenaPlan plan;
   plan.offsets.assign(values.size(), -1);
   std::vector<size_t> placed;
