@@ -192,5 +192,36 @@ TEST(MemoryBudgetPlan, FreeRecomputationTakesValuesWhoseInputsStayAlive) {
   EXPECT_TRUE(BudgetPlanner(g).FreeRecomputation().empty());
 }
 
+// x (pinned) -> s0 -> a; s1 in place a -> b; s2 in place b -> c, but s3 reads b again; s3 reads b, c.
+TEST(ArenaPlan, InPlaceOutputTakesItsInputsMemoryOnlyWhereTheInputDies) {
+  const std::vector<PlanStep> steps = {
+      {{0}, {1}}, {{1}, {2}, false, true}, {{2}, {3}, false, true}, {{2, 3}, {4}}};
+  const Liveness live = ComputeLiveness(steps, {true, false, false, false, false});
+  EXPECT_EQ(live.view_root[2], 1u);  // a dies at s1: b takes its memory
+  EXPECT_EQ(live.view_root[3], 3u);  // b is read after s2: c gets memory of its own
+  EXPECT_EQ(live.last_use[1], 3);    // a's memory lives as long as b
+  const Liveness over_pinned = ComputeLiveness({{{0}, {1}, false, true}}, {true, false});
+  EXPECT_EQ(over_pinned.view_root[1], 1u);  // never over a pinned input
+}
+
+// x -> s0 -> a -> s1 -> b -> s2 -> loss; backward s3 reads a, s4 reads b, s5 reads a. Two copies of `a`,
+// one per reader: each reader reads its own, the recomputation reads x.
+TEST(MemoryBudgetPlan, ACopyPerWindowIsReadOnlyInsideItsWindow) {
+  const std::vector<BudgetStep> steps = {{{0}, {1}, false, true}, {{1}, {2}, false, true}, {{2}, {3}},
+                                         {{1, 3}, {4}},           {{2, 4}, {5}},           {{1, 5}, {6}}};
+  const std::vector<Recompute> list = {{1, 0, 3, 3}, {1, 0, 5, 5}};
+  const std::vector<ExpandedStep> order = ExpandRecomputation(steps, 3, 7, list);
+  ASSERT_EQ(order.size(), 8u);
+  EXPECT_EQ(order[3].entry, 0u);
+  EXPECT_EQ(order[3].inputs, (std::vector<size_t>{0}));
+  EXPECT_EQ(order[3].outputs, (std::vector<size_t>{7}));
+  EXPECT_EQ(order[4].inputs, (std::vector<size_t>{7, 3}));
+  EXPECT_EQ(order[5].inputs, (std::vector<size_t>{2, 4}));  // b is not recomputed
+  EXPECT_EQ(order[6].entry, 1u);
+  EXPECT_EQ(order[6].outputs, (std::vector<size_t>{8}));
+  EXPECT_EQ(order[7].inputs, (std::vector<size_t>{8, 5}));
+  EXPECT_EQ(order[1].inputs, (std::vector<size_t>{1}));  // the forward pass reads the original
+}
+
 }  // namespace
 }  // namespace edgetrain

@@ -623,6 +623,29 @@ TEST(MemoryBudget, ASmallerArenaGivesTheSameLossesAndGradientsBitForBit) {
   EXPECT_EQ(Parameters(half), Parameters(free));
 }
 
+// The training graph as generate-artifacts writes it (BatchNorm and Relu already recomputed from the
+// convolutions' outputs): the planner drops convolution outputs too, recomputed once per backward reader.
+TEST(MemoryBudget, DefaultGraphAtItsSmallestBudgetGivesTheSameBits) {
+  TrainingSession free = Open(LeNetBn());
+  const std::vector<std::vector<float>> expected = LossesAndGradients(free, 2);
+  TrainingSession tiny = OpenBudgeted(LeNetBn(), 1);
+  std::string message;
+  try {
+    tiny.TrainStep(ImageBatch(16, 40));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const std::string marker = "a budget of at least ";
+  ASSERT_NE(message.find(marker), std::string::npos) << message;
+  const int64_t smallest = std::stoll(message.substr(message.find(marker) + marker.size()));
+  EXPECT_LT(static_cast<uint64_t>(smallest), free.training_arena_bytes() * 9 / 10);
+  TrainingSession tight = OpenBudgeted(LeNetBn(), smallest);
+  EXPECT_EQ(LossesAndGradients(tight, 2), expected);
+  EXPECT_LE(tight.training_arena_bytes(), static_cast<uint64_t>(smallest));
+  EXPECT_GT(tight.recomputed_values(), 0u);
+  EXPECT_EQ(Parameters(tight), Parameters(free));
+}
+
 TEST(MemoryBudget, CheapValuesRecomputedInTheBackwardPassGiveTheSameBits) {
   const ArtifactDir& kept = LeNetBnKept();
   TrainingSession keeping = Open(kept), recomputing = Open(LeNetBn());

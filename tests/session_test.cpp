@@ -237,12 +237,58 @@ TEST(Session, MemoryPlanReusesBuffersByLiveness) {
     EXPECT_EQ(y.ToVector<float>(), x.ToVector<float>());
     EXPECT_FALSE(y.SameData(x));
   }
-  // Five 12000-byte intermediates, at most two alive at once.
-  EXPECT_EQ(s.planned_peak_bytes(), 2u * 12032u);
+  // Five 12000-byte intermediates, each Relu writing over the input it is the last to read: one buffer.
+  EXPECT_EQ(s.planned_peak_bytes(), 12032u);
   Tensor x2 = Tensor::Zeros(DataType::kFloat32, {10, 3});  // new shapes: replanned
   EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
   EXPECT_EQ(s.Run({{"x", x2}})[0].shape(), (Shape{10, 3}));
-  EXPECT_EQ(s.planned_peak_bytes(), 2u * 128u);
+  EXPECT_EQ(s.planned_peak_bytes(), 128u);
+}
+
+// BatchNormalizationGrad writes dX over a dY that dies there (in place): the same values as when dY is
+// kept (a graph output, so never overwritten): its kernel must read each dY element before writing dX there.
+TEST(Session, InPlaceBatchNormalizationGradMatchesTheOutOfPlaceOne) {
+  auto model = [](bool keep_dy) {
+    onnx::ModelProto m = NewModel();
+    auto* imp = m.add_opset_import();
+    imp->set_domain("ai.edgetrain");
+    imp->set_version(1);
+    auto* g = m.mutable_graph();
+    AddValue(g->mutable_input(), "g", kFloat, {"2", "3", "5"});
+    AddValue(g->mutable_input(), "x", kFloat, {"2", "3", "5"});
+    AddValue(g->mutable_input(), "scale", kFloat, {"3"});
+    AddNode(g, "Neg", {"g"}, {"dy"});
+    auto* n = AddNode(g, "BatchNormalizationGrad", {"dy", "x", "scale"}, {"dx", "dscale", "dbias"});
+    n->set_domain("ai.edgetrain");
+    auto* eps = n->add_attribute();
+    eps->set_name("epsilon");
+    eps->set_type(onnx::AttributeProto::FLOAT);
+    eps->set_f(1e-5f);
+    AddNode(g, "Neg", {"dx"}, {"minus_dx"});
+    AddValue(g->mutable_output(), "minus_dx", kFloat, {"2", "3", "5"});
+    AddValue(g->mutable_output(), "dscale", kFloat, {"3"});
+    AddValue(g->mutable_output(), "dbias", kFloat, {"3"});
+    if (keep_dy) AddValue(g->mutable_output(), "dy", kFloat, {"2", "3", "5"});
+    return m;
+  };
+  std::vector<float> gv(30), xv(30);
+  for (size_t i = 0; i < 30; ++i) {
+    gv[i] = std::sin(0.7f * static_cast<float>(i));
+    xv[i] = std::cos(1.3f * static_cast<float>(i)) * static_cast<float>(i % 4);
+  }
+  const Tensor g = Tensor::FromVector<float>(gv, {2, 3, 5}), x = Tensor::FromVector<float>(xv, {2, 3, 5});
+  const Tensor scale = Tensor::FromVector<float>({0.5f, -2.0f, 1.5f}, {3});
+  Session in_place = SessionFrom(model(false), "bngrad_in_place.onnx");
+  Session kept = SessionFrom(model(true), "bngrad_kept.onnx");
+  for (int run = 0; run < 2; ++run) {  // the measuring run, then the planned one
+    const std::vector<Tensor> a = in_place.Run({{"g", g}, {"x", x}, {"scale", scale}});
+    const std::vector<Tensor> b = kept.Run({{"g", g}, {"x", x}, {"scale", scale}});
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(a.at(i).ToVector<float>(), b.at(i).ToVector<float>()) << i;
+    EXPECT_EQ(b.at(3).ToVector<float>()[1], -gv[1]);  // dY kept intact
+  }
+  // One planned tensor each: dx took dy's memory in one, dy is a graph output (not planned) in the other.
+  EXPECT_EQ(in_place.planned_peak_bytes(), kept.planned_peak_bytes());
+  EXPECT_GT(in_place.planned_peak_bytes(), 0u);
 }
 
 TEST(Session, ViewsShareTheirInputsMemory) {

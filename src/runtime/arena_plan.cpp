@@ -46,17 +46,23 @@ Liveness ComputeLiveness(const std::vector<PlanStep>& steps, const std::vector<b
       live.last_use[v] = std::max<int64_t>(live.last_use[v], static_cast<int64_t>(k));
     }
   }
-  // A view's memory is its root's: the root lives until its last view dies.
+  // A view's memory is its root's: the root lives until its last view dies. An in-place output joins its
+  // input's root only where the root's memory is read by no later step (nor is pinned).
   live.view_root.resize(n);
   for (size_t v = 0; v < n; ++v) live.view_root[v] = v;
-  for (const PlanStep& step : steps) {
-    if (!step.output_views_input || step.inputs.empty() || step.outputs.empty()) continue;
+  std::vector<int64_t> group_last = live.last_use;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const PlanStep& step = steps[k];
+    if (!(step.output_views_input || step.output_takes_input) || step.inputs.empty() || step.outputs.empty()) continue;
     const size_t in = step.inputs[0], out = step.outputs[0];
     if (in == kNoValue || out == kNoValue || pinned[out]) continue;
-    live.view_root[out] = live.view_root[in];
+    const size_t root = live.view_root[in];
+    if (!step.output_views_input && (pinned[root] || group_last[root] != static_cast<int64_t>(k))) continue;
+    live.view_root[out] = root;
+    group_last[root] = std::max(group_last[root], group_last[out]);
   }
   for (size_t v = 0; v < n; ++v)
-    live.last_use[live.view_root[v]] = std::max(live.last_use[live.view_root[v]], live.last_use[v]);
+    if (live.view_root[v] == v) live.last_use[v] = group_last[v];
   return live;
 }
 
@@ -68,7 +74,11 @@ ArenaPlan PlanArena(const std::vector<ArenaValue>& values) {
              " is last used at step ", values[v].last_use, ", before step ", values[v].define, " defines it");
     order.push_back(v);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].bytes > values[b].bytes; });
+  // Largest first; among equal sizes by definition, which places same-sized lifetimes in as few slots as
+  // are ever alive together.
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return values[a].bytes != values[b].bytes ? values[a].bytes > values[b].bytes : values[a].define < values[b].define;
+  });
   ArenaPlan plan;
   plan.offsets.assign(values.size(), -1);
   std::vector<size_t> placed;

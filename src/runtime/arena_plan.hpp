@@ -14,6 +14,8 @@ constexpr size_t kNoValue = static_cast<size_t>(-1);
 struct PlanStep {
   std::vector<size_t> inputs, outputs;
   bool output_views_input = false;  // output 0 is a view of input 0's memory (Reshape, Squeeze, ...)
+  // Element-wise in place: output 0 takes input 0's memory where no later step reads that memory.
+  bool output_takes_input = false;
 };
 
 // When each value is alive, per value id.

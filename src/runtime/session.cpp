@@ -584,7 +584,9 @@ class GraphExecutor {
   void PlanLifetimes() {
     std::vector<PlanStep> order;
     order.reserve(steps_.size());
-    for (const Step& step : steps_) order.push_back({step.inputs, step.outputs, step.kernel->output_views_input});
+    for (const Step& step : steps_)
+      order.push_back({step.inputs, step.outputs, step.kernel->output_views_input,
+                       TakesInputMemory(step.kernel->domain, step.kernel->op_type)});
     Liveness live = ComputeLiveness(order, pinned_);
     last_use_ = std::move(live.last_use);
     view_root_ = std::move(live.view_root);
@@ -687,7 +689,7 @@ class GraphExecutor {
     for (const BaseStep& b : base_) {
       const OpKernelEntry& k = *b.kernel;
       const bool recomputable = k.domain.empty() && k.deterministic && !k.in_place && IsRecomputableOp(k.op_type);
-      steps.push_back({b.inputs, b.outputs, k.output_views_input, recomputable});
+      steps.push_back({b.inputs, b.outputs, k.output_views_input, recomputable, TakesInputMemory(k.domain, k.op_type)});
     }
     return steps;
   }
@@ -706,34 +708,27 @@ class GraphExecutor {
     return view;
   }
 
-  // Steps in original order, with each recomputation before the original step at its `insert`;
-  // from the end of the forward pass on, readers of a recomputed value read the recomputed copy.
+  // Steps in original order, with each recomputation before the original step at its `insert`; the
+  // backward steps of its window (and the recomputations among them) read the copy.
   void InsertRecomputation(const std::vector<Recompute>& list) {
-    std::vector<size_t> clone(values_.size(), kNoSlot);
-    for (const Recompute& r : list) clone[r.value] = AddSlot(base_[r.producer].node->outputs[0] + "\x1frecomputed");
-    clone.resize(values_.size(), kNoSlot);
-    auto mapped = [&](std::vector<size_t> slots) {
-      for (size_t& s : slots)
-        if (s != kNoSlot && clone[s] != kNoSlot) s = clone[s];
-      return slots;
-    };
+    for (size_t i = 0; i < list.size(); ++i)
+      AddSlot(base_[list[i].producer].node->outputs[0] + "\x1frecomputed" + std::to_string(i));
     std::vector<Step> steps;
-    size_t next = 0;
-    for (size_t p = 0; p < steps_.size(); ++p) {
-      for (; next < list.size() && list[next].insert == p; ++next) {
-        const BaseStep& original = base_[list[next].producer];
-        Step again;
-        again.node = original.node;
-        again.kernel = original.kernel;
-        again.opset = original.opset;
-        again.inputs = mapped(original.inputs);
-        again.outputs.assign(original.outputs.size(), kNoSlot);  // only the value; the rest to scratch
-        again.outputs[0] = clone[list[next].value];
-        KeepAttributes(again);
-        steps.push_back(std::move(again));
+    for (ExpandedStep& e : ExpandRecomputation(BudgetSteps(), forward_end_, base_slots_, list)) {
+      if (e.entry == kNoValue) {
+        steps_[e.original].inputs = std::move(e.inputs);
+        steps.push_back(std::move(steps_[e.original]));
+        continue;
       }
-      if (p >= forward_end_) steps_[p].inputs = mapped(steps_[p].inputs);
-      steps.push_back(std::move(steps_[p]));
+      const BaseStep& original = base_[e.original];
+      Step again;
+      again.node = original.node;
+      again.kernel = original.kernel;
+      again.opset = original.opset;
+      again.inputs = std::move(e.inputs);
+      again.outputs = std::move(e.outputs);  // only the copy; the other outputs go to scratch
+      KeepAttributes(again);
+      steps.push_back(std::move(again));
     }
     steps_ = std::move(steps);
   }
