@@ -12,6 +12,8 @@
 #include <limits>
 
 #include "backend_check.hpp"
+#include "core/threading.hpp"
+#include "ops/batchnorm_fast.hpp"
 
 namespace edgetrain::testing {
 namespace {
@@ -125,6 +127,42 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return OrtBatchNormGrad({4, 3, 5, 3});
           }),
+      // The fast float32 kernels' edges: C not a multiple of 8, batch 1, 1x1 and 7x7 planes, planes longer than
+      // their float runs (1024), a mean far from 0 (the sums are taken about a shift).
+      row("BatchNormTrainingBatch1Odd",
+          [] {
+            return BatchNorm({1, 13, 7, 7}, true);
+          }),
+      row("BatchNormTrainingPlane1x1",
+          [] {
+            return BatchNorm({5, 11, 1, 1}, true);
+          }),
+      row("BatchNormTrainingLongOddPlanes",
+          [] {
+            return BatchNorm({2, 9, 33, 35}, true, 9, 5);
+          }),
+      row("BatchNormGradBatch1Odd",
+          [] {
+            return BatchNormGrad({1, 13, 7, 7});
+          }),
+      row("BatchNormGradPlane1x1",
+          [] {
+            return BatchNormGrad({5, 11, 1, 1});
+          }),
+      row("BatchNormGradLongOddPlanes",
+          [] {
+            return BatchNormGrad({2, 9, 33, 35});
+          }),
+      row("BatchNormGradFarMean",
+          [] {
+            OneNode node = BatchNormGrad({3, 10, 6, 6});
+            node.inputs[1].tensor = RandomTensor({3, 10, 6, 6}, 7, 60.0, 61.0);
+            return node;
+          }),
+      row("OrtBatchNormGradOdd",
+          [] {
+            return OrtBatchNormGrad({2, 13, 7, 7});
+          }),
       row("LayerNormLastAxis",
           [] {
             return LayerNorm({4, 6, 33}, -1, {33}, {33});
@@ -233,6 +271,116 @@ TEST_P(NormBackends, DnnlFloat32MatchesFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Rows, NormBackends, ::testing::ValuesIn(RowsWith({NormBackendCases}, HasBackendCheck)),
                          RowName());
+
+// batchnorm_fast.hpp's portable loops and AVX2 clone (where the CPU has it), called directly at 1 and 2 threads,
+// against the float64 reference kernels: Y and the batch statistics, then dX, dScale, dBias with the statistics
+// recomputed and with the forward's saved ones.
+std::vector<double> Values(const Tensor& t) { return t.ToDoubleVector(); }
+
+void ExpectNearLargest(const std::vector<float>& actual, const std::vector<double>& expected, double tolerance,
+                       const std::string& label) {
+  ASSERT_EQ(actual.size(), expected.size()) << label;
+  double largest = 0.0;
+  for (double v : expected) largest = std::max(largest, std::abs(v));
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_NEAR(actual[i], expected[i], tolerance * largest) << label << " element " << i;
+}
+
+void ExpectNearLargest(const std::vector<double>& actual, const std::vector<double>& expected, double tolerance,
+                       const std::string& label) {
+  ExpectNearLargest(std::vector<float>(actual.begin(), actual.end()), expected, tolerance, label);
+}
+
+TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
+  std::vector<batchnorm::Isa> isas = {batchnorm::Isa::kPortable};
+  if (batchnorm::BestIsa() == batchnorm::Isa::kAvx2) isas.push_back(batchnorm::Isa::kAvx2);
+  const std::vector<std::pair<Shape, double>> rows = {
+      {{1, 13, 7, 7}, 0.0}, {{5, 11, 1, 1}, 0.0}, {{2, 9, 33, 35}, 0.0}, {{3, 10, 1}, 0.0}, {{4, 3, 5, 5}, 50.0}};
+  const double epsilon = static_cast<double>(1e-3f);
+  for (const auto& [shape, mean_offset] : rows) {
+    OneNode forward = BatchNorm(shape, true, 9, 5);
+    forward.inputs[0].tensor = RandomTensor(shape, 1, mean_offset - 2.0, mean_offset + 3.0);
+    const std::vector<Tensor> expected = RunOnBackend(KernelBackend::kReference, forward);
+    const Tensor dy = RandomTensor(shape, 6);
+    const std::vector<Tensor> expected_grad = RunOnBackend(
+        KernelBackend::kReference,
+        GradNode("BatchNormalizationGrad", kEdgetrainDomain, {dy, forward.inputs[0].tensor, forward.inputs[1].tensor},
+                 {{"epsilon", Float(1e-3f)}}));
+    const int64_t batch = shape[0], channels = shape[1], spatial = NumElements(shape) / (batch * channels);
+    const std::vector<double> xd = Values(forward.inputs[0].tensor), dyd = Values(dy);
+    const std::vector<float> x(xd.begin(), xd.end()), dy32(dyd.begin(), dyd.end());
+    const std::vector<double> scale = Values(forward.inputs[1].tensor), bias = Values(forward.inputs[2].tensor);
+    const std::vector<double> saved_mean = Values(expected[3]), saved_inv_std = Values(expected[4]);
+    const size_t c = static_cast<size_t>(channels);
+    for (batchnorm::Isa isa : isas) {
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        const std::string label = ShapeToString(shape) + (isa == batchnorm::Isa::kAvx2 ? " AVX2" : " portable") +
+                                  " threads " + std::to_string(threads);
+        std::vector<float> y(x.size()), dx(x.size());
+        std::vector<double> mean(c), var(c), inv_std(c), dscale(c), dbias(c);
+        batchnorm::TrainingForward(pool, isa, x.data(), y.data(), batch, channels, spatial, scale.data(), bias.data(),
+                                   epsilon, mean.data(), var.data());
+        for (size_t k = 0; k < c; ++k) inv_std[k] = 1.0 / std::sqrt(var[k] + epsilon);
+        ExpectNearLargest(y, Values(expected[0]), 1e-5, label + " Y");
+        ExpectNearLargest(mean, saved_mean, 1e-6, label + " mean");
+        ExpectNearLargest(inv_std, saved_inv_std, 1e-5, label + " inv_std");
+        for (bool saved : {false, true}) {
+          const std::string grad_label = label + (saved ? " saved statistics" : " recomputed statistics");
+          batchnorm::TrainingBackward(pool, isa, dy32.data(), x.data(), dx.data(), batch, channels, spatial,
+                                      scale.data(), saved ? saved_mean.data() : nullptr,
+                                      saved ? saved_inv_std.data() : nullptr, epsilon, dscale.data(), dbias.data());
+          ExpectNearLargest(dx, Values(expected_grad[0]), 1e-5, grad_label + " dX");
+          ExpectNearLargest(dscale, Values(expected_grad[1]), 1e-5, grad_label + " dScale");
+          ExpectNearLargest(dbias, Values(expected_grad[2]), 1e-5, grad_label + " dBias");
+        }
+      }
+    }
+  }
+}
+
+// Bad inputs reach the fast float32 kernels' nodes as typed errors naming the node and the input.
+TEST(NormBackendErrors, BatchNormBadInputs) {
+  const KernelBackend saved = ActiveKernelBackend();
+  std::vector<KernelBackend> backends = {KernelBackend::kReference};
+  if (DnnlAvailable()) backends.push_back(KernelBackend::kDnnl);
+  for (KernelBackend backend : backends) {
+    SetKernelBackend(backend);
+    OneNode wrong_scale = WithFloat32Inputs(BatchNorm({2, 5, 3, 3}, true));
+    wrong_scale.inputs[1].tensor = Float32Of(RandomTensor({6}, 2));
+    EXPECT_ERROR(RunNode(wrong_scale), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (BatchNormalization): input 'scale' has shape [6] but 5 values are expected");
+    OneNode wrong_bias = WithFloat32Inputs(BatchNorm({2, 5, 3, 3}, true));
+    wrong_bias.inputs[2].tensor = Float32Of(RandomTensor({4}, 3));
+    EXPECT_ERROR(RunNode(wrong_bias), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (BatchNormalization): input 'B' has shape [4] but 5 values are expected");
+    OneNode rank1 = WithFloat32Inputs(BatchNorm({4, 5}, true));
+    rank1.inputs[0].tensor = Float32Of(RandomTensor({4}, 1));
+    EXPECT_ERROR(RunNode(rank1), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (BatchNormalization): input X must have rank >= 2, got shape [4]");
+
+    OneNode grad_scale = WithFloat32Inputs(BatchNormGrad({2, 5, 3, 3}));
+    grad_scale.inputs[2].tensor = Float32Of(RandomTensor({4}, 8));
+    EXPECT_ERROR(RunNode(grad_scale), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (ai.edgetrain.BatchNormalizationGrad): input 'scale' has shape [4] but 5 values are "
+                 "expected");
+    OneNode grad_rank1 = WithFloat32Inputs(BatchNormGrad({2, 5}));
+    grad_rank1.inputs[0].tensor = Float32Of(RandomTensor({10}, 6));
+    grad_rank1.inputs[1].tensor = Float32Of(RandomTensor({10}, 7));
+    EXPECT_ERROR(RunNode(grad_rank1), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (ai.edgetrain.BatchNormalizationGrad): input X must have rank >= 2, got shape [10]");
+    OneNode grad_dy = WithFloat32Inputs(BatchNormGrad({2, 5, 3, 3}));
+    grad_dy.inputs[0].tensor = Float32Of(RandomTensor({2, 5, 3, 2}, 6));
+    EXPECT_ERROR(RunNode(grad_dy), ErrorCode::kInvalidArgument,
+                 "dY (float32 [2, 5, 3, 2]) must match X (float32 [2, 5, 3, 3])");
+    OneNode ort_saved = WithFloat32Inputs(OrtBatchNormGrad({2, 5, 3, 3}));
+    ort_saved.inputs[4].tensor = Float32Of(RandomTensor({3}, 9, 0.5, 1.0));
+    EXPECT_ERROR(RunNode(ort_saved), ErrorCode::kInvalidArgument,
+                 "node 'ort_op' (com.microsoft.BatchNormalizationGrad): input 'saved_inv_std' has shape [3] but 5 "
+                 "values are expected");
+  }
+  SetKernelBackend(saved);
+}
 
 // Scale must broadcast to the normalized dims on either backend, also where it has their element count.
 TEST(NormBackendErrors, LayerNormScaleThatDoesNotBroadcast) {

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/kernel_backend.hpp"
+#include "core/cpu_features.hpp"
 #include "ops/attributes.hpp"
+#include "ops/batchnorm_fast.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -192,6 +195,199 @@ struct BatchNormAttributes {
 
 }  // namespace
 
+namespace batchnorm {
+namespace {
+
+#define ET_BN_INLINE inline __attribute__((always_inline))
+
+// Elements summed in float lanes before their total goes into a double: the rounding error stays that of a
+// short sum, and a run of X (and dY) stays in L1 between the sweeps over it.
+constexpr int64_t kRun = 1024;
+
+// Mean of x[0, count) in float (the shift the channel's sums are taken about: close to its mean).
+ET_BN_INLINE float RunMean(const float* x, int64_t count) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < count; ++i) sum += x[i];
+  return sum / static_cast<float>(count);
+}
+
+// Adds sum(x - shift) and sum((x - shift)^2) over x[0, count).
+ET_BN_INLINE void AddMoments(const float* x, int64_t count, float shift, double& shifted, double& squares) {
+  for (int64_t run = 0; run < count; run += kRun) {
+    const int64_t end = std::min(count, run + kRun);
+    float a = 0, b = 0;
+#pragma omp simd simdlen(16) reduction(+ : a, b)
+    for (int64_t i = run; i < end; ++i) {
+      const float d = x[i] - shift;
+      a += d;
+      b += d * d;
+    }
+    shifted += a;
+    squares += b;
+  }
+}
+
+// The above and sum(dy), sum(dy * (x - shift)).
+ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, int64_t count, float shift, double& shifted,
+                                         double& squares, double& g, double& g_shifted) {
+  for (int64_t run = 0; run < count; run += kRun) {
+    const int64_t end = std::min(count, run + kRun);
+    float a = 0, b = 0, p = 0, q = 0;
+#pragma omp simd simdlen(16) reduction(+ : a, b, p, q)
+    for (int64_t i = run; i < end; ++i) {
+      const float d = x[i] - shift;
+      a += d;
+      b += d * d;
+      p += dy[i];
+      q += dy[i] * d;
+    }
+    shifted += a;
+    squares += b;
+    g += p;
+    g_shifted += q;
+  }
+}
+
+struct Geometry {
+  int64_t batch, channels, spatial;
+  int64_t Stride() const { return channels * spatial; }  // from one image's channel plane to the next's
+  double Count() const { return static_cast<double>(batch * spatial); }
+};
+
+ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
+                                  double epsilon, double* mean, double* var, int64_t begin, int64_t end) {
+  const int64_t stride = g.Stride();
+  const double count = g.Count();
+  for (int64_t c = begin; c < end; ++c) {
+    const float* xc = x + c * g.spatial;
+    const float shift = RunMean(xc, std::min(g.spatial, kRun));
+    double shifted = 0, squares = 0;
+    for (int64_t n = 0; n < g.batch; ++n) AddMoments(xc + n * stride, g.spatial, shift, shifted, squares);
+    const double offset = shifted / count;
+    mean[c] = shift + offset;
+    var[c] = std::max(0.0, squares / count - offset * offset);
+    const double multiplier = scale[c] / std::sqrt(var[c] + epsilon);
+    const float a = static_cast<float>(multiplier), b = static_cast<float>(bias[c] - mean[c] * multiplier);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const float* src = xc + n * stride;
+      float* dst = y + c * g.spatial + n * stride;
+#pragma omp simd
+      for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
+    }
+  }
+}
+
+// dX = scale * inv_std * (dY - mean(dY) - (X - mean) * mean(dY * xhat) * inv_std).
+ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const float* x, float* dx, const double* scale,
+                                   const double* saved_mean, const double* saved_inv_std, double epsilon,
+                                   double* dscale, double* dbias, int64_t begin, int64_t end) {
+  const int64_t stride = g.Stride();
+  const double count = g.Count();
+  for (int64_t c = begin; c < end; ++c) {
+    const int64_t first = c * g.spatial;
+    const float shift =
+        saved_mean ? static_cast<float>(saved_mean[c]) : RunMean(x + first, std::min(g.spatial, kRun));
+    double shifted = 0, squares = 0, sum_dy = 0, dy_shifted = 0;
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const int64_t at = first + n * stride;
+      AddMomentsWithGradient(x + at, dy + at, g.spatial, shift, shifted, squares, sum_dy, dy_shifted);
+    }
+    const double offset = shifted / count;
+    const double mean = saved_mean ? saved_mean[c] : shift + offset;
+    const double inv_std = saved_inv_std ? saved_inv_std[c]
+                                         : 1.0 / std::sqrt(std::max(0.0, squares / count - offset * offset) + epsilon);
+    const double dy_centered = dy_shifted - (mean - shift) * sum_dy;  // sum(dy * (x - mean))
+    dbias[c] = sum_dy;
+    dscale[c] = dy_centered * inv_std;
+    const double multiplier = scale[c] * inv_std;
+    const float a = static_cast<float>(multiplier);
+    const float p = static_cast<float>(-multiplier * dy_centered * inv_std * inv_std / count);
+    const float k = static_cast<float>(-multiplier * sum_dy / count);
+    const float mean_f = static_cast<float>(mean);
+    for (int64_t n = 0; n < g.batch; ++n) {
+      const int64_t at = first + n * stride;
+      const float* dy_run = dy + at;
+      const float* x_run = x + at;
+      float* dx_run = dx + at;
+#pragma omp simd
+      for (int64_t i = 0; i < g.spatial; ++i) dx_run[i] = dy_run[i] * a + ((x_run[i] - mean_f) * p + k);
+    }
+  }
+}
+
+void ForwardPortable(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
+                     double epsilon, double* mean, double* var, int64_t begin, int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+}
+
+void BackwardPortable(const Geometry& g, const float* dy, const float* x, float* dx, const double* scale,
+                      const double* saved_mean, const double* saved_inv_std, double epsilon, double* dscale,
+                      double* dbias, int64_t begin, int64_t end) {
+  BackwardChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define EDGETRAIN_BATCHNORM_AVX2 1
+__attribute__((target("avx2,fma"))) void ForwardAvx2(const Geometry& g, const float* x, float* y, const double* scale,
+                                                     const double* bias, double epsilon, double* mean, double* var,
+                                                     int64_t begin, int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+}
+
+__attribute__((target("avx2,fma"))) void BackwardAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
+                                                      const double* scale, const double* saved_mean,
+                                                      const double* saved_inv_std, double epsilon, double* dscale,
+                                                      double* dbias, int64_t begin, int64_t end) {
+  BackwardChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+}
+#endif
+
+#undef ET_BN_INLINE
+
+}  // namespace
+
+Isa BestIsa() { return CpuHasAvx2Fma() ? Isa::kAvx2 : Isa::kPortable; }
+
+void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
+                     int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
+                     double* var) {
+  const Geometry g{batch, channels, spatial};
+  threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+#if defined(EDGETRAIN_BATCHNORM_AVX2)
+    if (isa == Isa::kAvx2 && CpuHasAvx2Fma()) return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+#endif
+    (void)isa;
+    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+  });
+}
+
+void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
+                      int64_t channels, int64_t spatial, const double* scale, const double* saved_mean,
+                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias) {
+  const Geometry g{batch, channels, spatial};
+  threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+#if defined(EDGETRAIN_BATCHNORM_AVX2)
+    if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
+      return BackwardAvx2(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+#endif
+    (void)isa;
+    BackwardPortable(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+  });
+}
+
+}  // namespace batchnorm
+
+namespace {
+
+// The fast float32 kernels of batchnorm_fast.hpp run unless EDGETRAIN_KERNELS=reference picks the reference
+// kernels below in a build with oneDNN (builds without it, the device builds, run the fast ones).
+bool UseFastBatchNorm(const Tensor& x, int64_t count) {
+  return x.dtype() == DataType::kFloat32 && count > 0 && (UseDnnl() || !DnnlAvailable());
+}
+
+}  // namespace
+
 void BatchNormalizationKernel(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
@@ -219,10 +415,18 @@ void BatchNormalizationKernel(KernelContext& ctx) {
     Tensor& y = ctx.Output(0, x.shape(), x.dtype());
     T* yp = y.data<T>();
 
+    bool normalized = false;
     if (training) {
       const std::span<double> batch_mean = scratch.Take(n), batch_var = scratch.Take(n);
       const double count = static_cast<double>(batch * spatial_size);
-      ctx.threads().ParallelFor(channels, GrainFor(batch * spatial_size), [&](int64_t begin, int64_t end) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (spatial && UseFastBatchNorm(x, batch * spatial_size)) {
+          batchnorm::TrainingForward(ctx.threads(), batchnorm::BestIsa(), xp, yp, batch, channels, spatial_size,
+                                     scale.data(), bias.data(), epsilon, batch_mean.data(), batch_var.data());
+          normalized = true;
+        }
+      }
+      if (!normalized) ctx.threads().ParallelFor(channels, GrainFor(batch * spatial_size), [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) {
           double sum = 0;
           ForEachChannelRun(c, batch, channels, spatial_size, [&](int64_t run) { sum += Sum(xp + run, spatial_size); });
@@ -250,6 +454,7 @@ void BatchNormalizationKernel(KernelContext& ctx) {
       var = batch_var;
     }
 
+    if (normalized) return;
     const std::span<double> multiplier = scratch.Take(n), offset = scratch.Take(n);
     for (int64_t c = 0; c < channels; ++c) {
       multiplier[c] = scale[c] / std::sqrt(var[c] + epsilon);
@@ -290,7 +495,17 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
     const T* dyp = dy.data<T>();
     T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
     const std::span<double> dscale = scratch.Take(n), dbias = scratch.Take(n);
-    ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+    bool done = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseFastBatchNorm(x, batch * spatial)) {
+        batchnorm::TrainingBackward(ctx.threads(), batchnorm::BestIsa(), dyp, xp, dxp, batch, channels, spatial,
+                                    scale.data(), saved_statistics ? saved_mean.data() : nullptr,
+                                    saved_statistics ? saved_inv_std.data() : nullptr, epsilon, dscale.data(),
+                                    dbias.data());
+        done = true;
+      }
+    }
+    if (!done) ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double mean = 0;
         if (saved_statistics) {

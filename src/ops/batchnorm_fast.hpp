@@ -1,0 +1,31 @@
+// BatchNormalization's float32 training kernels on NCHW, viewed as [batch, channels, spatial]: one pass over X
+// for the statistics (sums about a per-channel shift, float lanes over runs of at most 1024 elements and
+// double across runs), the normalization of each channel while its data is still in cache, and a backward
+// of two passes. Portable loops (auto-vectorised) with an AVX2/FMA clone of the same source on x86-64.
+// normalization.cpp's reference kernels are their oracle (tests/norm_backend_test.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/threading.hpp"
+
+namespace edgetrain::batchnorm {
+
+enum class Isa { kPortable, kAvx2 };
+
+// kAvx2 on x86-64 with an AVX2/FMA CPU, else kPortable. Asking for kAvx2 elsewhere runs kPortable.
+Isa BestIsa();
+
+// Per channel c: the batch mean and population variance into mean[c], var[c], and
+// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]. batch * spatial > 0.
+void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
+                     int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
+                     double* var);
+
+// dX, dScale, dBias of TrainingForward for dY. saved_mean and saved_inv_std (1 / sqrt(var + epsilon)) are
+// the forward's statistics, or both null to recompute them from X with `epsilon`.
+void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
+                      int64_t channels, int64_t spatial, const double* scale, const double* saved_mean,
+                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias);
+
+}  // namespace edgetrain::batchnorm
