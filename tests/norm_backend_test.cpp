@@ -246,6 +246,11 @@ std::vector<OpCase> NormBackendCases() {
       BackendCase("SigmoidBeyondExpRange",
                   [] { return OnnxNode("Sigmoid", {RandomTensor({2, 101}, 32, -150.0, 150.0)}, {}); },
                   BackendCheck::kFloat32VsFloat64, 1e-6),
+      // Erf and Exp on vector_math.hpp (GELU as exporters write it): every piece of the fits, a tail.
+      BackendCase("ErfVector", [] { return OnnxNode("Erf", {RandomTensor({3, 7, 43}, 38, -5.0, 5.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("ExpVector", [] { return OnnxNode("Exp", {RandomTensor({5, 61}, 39, -30.0, 30.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
   };
 }
 
@@ -403,6 +408,14 @@ TEST(NormBackendErrors, ClipGradBadInputs) {
                ErrorCode::kInvalidArgument, "'min' must be a single float64 value, got float64 [2]");
   EXPECT_ERROR(RunNode(GradNode("ClipGrad", kEdgetrainDomain, {dy, y, zero, Tensor::Scalar<float>(6)}, {}, 1)),
                ErrorCode::kInvalidArgument, "'max' must be a single float64 value, got float32 []");
+}
+
+TEST(NormBackendErrors, ErfAndExpRefuseIntegers) {
+  for (const char* op : {"Erf", "Exp"}) {
+    OneNode node = OnnxNode(op, {Tensor::FromVector<int32_t>({1, 2, 3}, {3})}, {});
+    EXPECT_ERROR(RunNode(node), ErrorCode::kNotImplemented, "(" + std::string(op) + ")");
+    EXPECT_ERROR(RunNode(node), ErrorCode::kNotImplemented, "element type int32 is not supported");
+  }
 }
 
 // Each window's value and gradient go to its first maximum in row-major order; NaNs never win and

@@ -11,11 +11,13 @@
 #endif
 
 #include "core/cpu_features.hpp"
+#include "core/kernel_backend.hpp"
 #include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
 #include "ops/string_ops.hpp"
+#include "ops/vector_math.hpp"
 
 namespace edgetrain {
 namespace {
@@ -508,6 +510,29 @@ void RegisterFloatUnary(OpRegistry& r, const std::string& op, Fn fn) {
   RegisterOnnx(r, op, [fn](KernelContext& ctx) { FloatUnary(ctx, fn); });
 }
 
+// Erf and Exp: float32 runs vector_math.hpp's polynomials (AVX2 or portable) unless the reference
+// kernels are asked for; other types and the reference backend run libm through `reference`.
+template <typename Fn>
+void RegisterVectorMathUnary(OpRegistry& r, const std::string& op, bool erf, Fn reference) {
+  RegisterOnnx(r, op, [erf, reference](KernelContext& ctx) {
+    const Tensor& x = ctx.Input(0);
+    if (x.dtype() != DataType::kFloat32 || ActiveKernelBackend() == KernelBackend::kReference)
+      return FloatUnary(ctx, reference);
+    Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    ctx.threads().ParallelFor(x.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+#if defined(EDGETRAIN_VECTOR_MATH_AVX2)
+      if (CpuHasAvx2Fma())
+        return erf ? vector_math::ErfRangeAvx2(in + begin, out + begin, end - begin)
+                   : vector_math::ExpRangeAvx2(in + begin, out + begin, end - begin);
+#endif
+      erf ? vector_math::ErfRangePortable(in + begin, out + begin, end - begin)
+          : vector_math::ExpRangePortable(in + begin, out + begin, end - begin);
+    });
+  });
+}
+
 // ---- gradient rules ----
 
 void AddGradient(GradientContext& g) {
@@ -745,8 +770,8 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_IF_BUILT("", "Ceil") RegisterFloatUnary(r, "Ceil", [](auto x) { return std::ceil(x); });
   ET_IF_BUILT("", "Cos") RegisterFloatUnary(r, "Cos", [](auto x) { return std::cos(x); });
   ET_IF_BUILT("", "Cosh") RegisterFloatUnary(r, "Cosh", [](auto x) { return std::cosh(x); });
-  ET_IF_BUILT("", "Erf") RegisterFloatUnary(r, "Erf", [](auto x) { return std::erf(x); });
-  ET_IF_BUILT("", "Exp") RegisterFloatUnary(r, "Exp", [](auto x) { return std::exp(x); });
+  ET_IF_BUILT("", "Erf") RegisterVectorMathUnary(r, "Erf", true, [](auto x) { return std::erf(x); });
+  ET_IF_BUILT("", "Exp") RegisterVectorMathUnary(r, "Exp", false, [](auto x) { return std::exp(x); });
   ET_IF_BUILT("", "Floor") RegisterFloatUnary(r, "Floor", [](auto x) { return std::floor(x); });
   ET_IF_BUILT("", "Log") RegisterFloatUnary(r, "Log", [](auto x) { return std::log(x); });
   ET_IF_BUILT("", "Reciprocal") RegisterFloatUnary(r, "Reciprocal", [](auto x) { return decltype(x){1} / x; });

@@ -284,7 +284,7 @@ void DropoutGrad(KernelContext& ctx) {
            ": mask (", DataTypeName(mask.dtype()), " ", ShapeToString(mask.shape()),
            ") must be bool with one flag per element of dy ", ShapeToString(dy.shape()));
   const bool* flags = mask.data<bool>();
-  DropoutBackward(ctx, dy, std::vector<bool>(flags, flags + mask.numel()), RatioInput(ctx, 2), true);
+  DropoutBackward(ctx, dy, flags, RatioInput(ctx, 2), true);
 }
 
 // ORT's bit-packed mask: element i is bit (i % 32) of word i / 32.
@@ -318,9 +318,9 @@ void BitmaskDropoutGrad(KernelContext& ctx) {
            What(ctx), ": mask (", DataTypeName(mask.dtype()), " ", ShapeToString(mask.shape()), ") must be ",
            MaskWords(dy.numel()), " uint32 words, one bit per element of dy ", ShapeToString(dy.shape()));
   const uint32_t* words = mask.data<uint32_t>();
-  std::vector<bool> keep(static_cast<size_t>(dy.numel()));
+  std::unique_ptr<bool[]> keep(new bool[static_cast<size_t>(dy.numel())]);
   for (int64_t i = 0; i < dy.numel(); ++i) keep[i] = (words[i / kMaskBits] >> (i % kMaskBits)) & 1u;
-  DropoutBackward(ctx, dy, keep, RatioInput(ctx, 2), true);
+  DropoutBackward(ctx, dy, keep.get(), RatioInput(ctx, 2), true);
 }
 
 // ---- indexing ----

@@ -148,7 +148,7 @@ void DropoutForward(KernelContext& ctx, const Tensor& x, double ratio, bool trai
   });
 }
 
-void DropoutBackward(KernelContext& ctx, const Tensor& dy, const std::vector<bool>& keep, double ratio, bool training) {
+void DropoutBackward(KernelContext& ctx, const Tensor& dy, const bool* keep, double ratio, bool training) {
   const Node& node = ctx.node();
   Tensor& dx = ctx.Output(0, dy.shape(), dy.dtype());
   if (!training) {
@@ -224,16 +224,15 @@ void DropoutGradKernel(KernelContext& ctx) {
     ET_CHECK(mask.shape() == dy.shape(), ErrorCode::kInvalidArgument, node.Describe(), ": mask ",
              ShapeToString(mask.shape()), " does not match dY ", ShapeToString(dy.shape()));
   }
-  std::vector<bool> keep;
-  if (training) {
-    keep.resize(static_cast<size_t>(mask.numel()));
-    if (mask.dtype() == DataType::kBool) {
-      const bool* m = mask.data<bool>();
-      for (int64_t i = 0; i < mask.numel(); ++i) keep[i] = m[i];
-    } else {
-      const std::vector<double> m = mask.ToDoubleVector();
-      for (size_t i = 0; i < m.size(); ++i) keep[i] = m[i] != 0.0;
-    }
+  std::unique_ptr<bool[]> converted;  // a mask of the data's type (opsets before 10)
+  const bool* keep = nullptr;
+  if (training && mask.dtype() == DataType::kBool) {
+    keep = mask.data<bool>();
+  } else if (training) {
+    const std::vector<double> m = mask.ToDoubleVector();
+    converted.reset(new bool[m.size()]);
+    for (size_t i = 0; i < m.size(); ++i) converted[i] = m[i] != 0.0;
+    keep = converted.get();
   }
   DropoutBackward(ctx, dy, keep, ratio_tensor.DoubleAt(0), training);
 }

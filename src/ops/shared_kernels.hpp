@@ -104,7 +104,7 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics);
 // output is X and every flag is true.
 void DropoutForward(KernelContext& ctx, const Tensor& x, double ratio, bool training, bool* keep);
 // Output 0 = keep ? dY / (1 - ratio) : 0 when training, else dY. `keep` holds numel(dY) flags.
-void DropoutBackward(KernelContext& ctx, const Tensor& dy, const std::vector<bool>& keep, double ratio, bool training);
+void DropoutBackward(KernelContext& ctx, const Tensor& dy, const bool* keep, double ratio, bool training);
 
 // ---- indexing.cpp ----
 // Output 0 = zeros of data_shape with the slices of dY added where Gather (attribute 'axis', default

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string_view>
 
 #include "core/kernel_backend.hpp"
 #include "ops/function_builder.hpp"
@@ -81,8 +82,13 @@ dnnl_util::BoundPrimitive MakeSoftmax(const DnnlSoftmaxConfig& config) {
   }
   const typename Forward::primitive_desc hint(forward, engine);
   const typename Backward::desc backward(data, data, 1);
-  return dnnl_util::Bind<Backward>({backward, attr, engine, hint},
-                                   {{DNNL_ARG_DST, data}, {DNNL_ARG_DIFF_DST, data}, {DNNL_ARG_DIFF_SRC, data}});
+  const typename Backward::primitive_desc pd(backward, attr, engine, hint);
+  if (std::string_view(pd.impl_info_str()).starts_with("ref")) {
+    dnnl_util::BoundPrimitive refused;  // oneDNN's scalar fallback is slower than our reference kernel
+    refused.refused = true;
+    return refused;
+  }
+  return dnnl_util::Bind<Backward>(pd, {{DNNL_ARG_DST, data}, {DNNL_ARG_DIFF_DST, data}, {DNNL_ARG_DIFF_SRC, data}});
 }
 
 dnnl_util::BoundPrimitive MakeSoftmaxOrRefuse(const DnnlSoftmaxConfig& config) {
