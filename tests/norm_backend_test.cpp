@@ -208,6 +208,25 @@ std::vector<OpCase> NormBackendCases() {
       BackendCase("SigmoidBeyondExpRange",
                   [] { return OnnxNode("Sigmoid", {RandomTensor({2, 101}, 32, -150.0, 150.0)}, {}); },
                   BackendCheck::kFloat32VsFloat64, 1e-6),
+      // SiLU and its gradient in one pass each (AVX2 on float32): a tail, inputs past exp's float range.
+      BackendCase("Silu",
+                  [] { return GradNode("Silu", kEdgetrainDomain, {RandomTensor({3, 5, 7, 3}, 38, -12.0, 12.0)}, {}, 1); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluBeyondExpRange",
+                  [] { return GradNode("Silu", kEdgetrainDomain, {RandomTensor({2, 101}, 39, -150.0, 150.0)}, {}, 1); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluGrad",
+                  [] {
+                    return GradNode("SiluGrad", kEdgetrainDomain,
+                                    {RandomTensor({3, 5, 7, 3}, 40), RandomTensor({3, 5, 7, 3}, 41, -12.0, 12.0)}, {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluGradBeyondExpRange",
+                  [] {
+                    return GradNode("SiluGrad", kEdgetrainDomain,
+                                    {RandomTensor({2, 101}, 42), RandomTensor({2, 101}, 43, -150.0, 150.0)}, {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
   };
 }
 
@@ -255,6 +274,15 @@ TEST(NormBackendErrors, ClipGradBadInputs) {
                ErrorCode::kInvalidArgument, "'min' must be a single float64 value, got float64 [2]");
   EXPECT_ERROR(RunNode(GradNode("ClipGrad", kEdgetrainDomain, {dy, y, zero, Tensor::Scalar<float>(6)}, {}, 1)),
                ErrorCode::kInvalidArgument, "'max' must be a single float64 value, got float32 []");
+}
+
+TEST(NormBackendErrors, SiluGradBadInputs) {
+  EXPECT_ERROR(RunNode(GradNode("SiluGrad", kEdgetrainDomain, {RandomTensor({3, 4}, 44), RandomTensor({4, 3}, 45)}, {}, 1)),
+               ErrorCode::kInvalidArgument, "dY (float64 [3, 4]) must match X (float64 [4, 3])");
+  EXPECT_ERROR(RunNode(GradNode("SiluGrad", kEdgetrainDomain, {RandomTensor({3, 1}, 46), RandomTensor({3, 4}, 47)}, {}, 1)),
+               ErrorCode::kInvalidArgument, "(ai.edgetrain.SiluGrad)");
+  EXPECT_ERROR(RunNode(GradNode("Silu", kEdgetrainDomain, {Tensor::FromVector<int64_t>({1, 2}, {2})}, {}, 1)),
+               ErrorCode::kNotImplemented, "Silu");
 }
 
 // Each window's value and gradient go to its first maximum in row-major order; NaNs never win and
