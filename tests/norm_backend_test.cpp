@@ -29,6 +29,10 @@ OneNode GradNode(const std::string& op, const std::string& domain, std::vector<C
 }
 
 Attribute Int(int64_t v) { return Attribute::Int(v); }
+Tensor AxesTensor(std::vector<int64_t> axes) {
+  const int64_t n = static_cast<int64_t>(axes.size());
+  return Tensor::FromVector<int64_t>(std::move(axes), {n});
+}
 Attribute Float(float v) { return Attribute::Float(v); }
 
 // BatchNormalization over X of `shape` with per-channel parameters; positive running variance.
@@ -219,6 +223,29 @@ std::vector<OpCase> NormBackendCases() {
                   [] {
                     return GradNode("SiluGrad", kEdgetrainDomain,
                                     {RandomTensor({3, 5, 7, 3}, 40), RandomTensor({3, 5, 7, 3}, 41, -12.0, 12.0)}, {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      // Plane sums of squeeze-excitation: float rows summed in double by 8 lanes; a tail, planes of one element,
+      // and axes that are not trailing (the blocked path).
+      BackendCase("GlobalAveragePoolOddPlanes",
+                  [] { return OnnxNode("GlobalAveragePool", {RandomTensor({3, 5, 7, 3}, 48, -1.0, 3.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("GlobalAveragePoolPlanesOfOne",
+                  [] { return OnnxNode("GlobalAveragePool", {RandomTensor({2, 3, 1, 1}, 49)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-7),
+      BackendCase("ReduceSumTrailingAxes",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 7, 3}, 50), AxesTensor({2, 3})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("ReduceSumTrailingAxesOfOne",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 1, 1}, 51), AxesTensor({2, 3})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-7),
+      BackendCase("ReduceSumLeadingAxes",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 7, 3}, 52), AxesTensor({0, 2})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("ReduceMeanLastAxisLongRows",
+                  [] {
+                    return OnnxNode("ReduceMean", {RandomTensor({4, 1003}, 53, -1.0, 3.0)}, {{"axes", Attribute::Ints({1})}},
+                                    1, 17);
                   },
                   BackendCheck::kFloat32VsFloat64, 1e-6),
       BackendCase("SiluGradBeyondExpRange",
