@@ -370,6 +370,28 @@ TEST_F(Fusion, ConvReluMaxPoolNeedsUnreadIndicesAndReluOutput) {
   ExpectFusion(r.model, {{"x", RandomFloats({2, 3, 8, 8}, 24)}}, "FusedConv,MaxPool,Sigmoid");
 }
 
+// SiLU as PyTorch exports it, Mul(x, Sigmoid(x)) in either order, runs as one ai.edgetrain.Silu pass.
+TEST_F(Fusion, SigmoidTimesItsInputFusesIntoSilu) {
+  ModelBuilder b({3, 5, 7, 3});
+  b.Output(b.Add("Mul", {"x", b.Unary("Sigmoid", "x")}, {"silu"}).outputs[0]);
+  const std::string conv = b.Conv("x", 5, 4, 1, {});
+  b.Output(b.Add("Mul", {b.Unary("Sigmoid", conv), conv}, {"silu_conv"}).outputs[0]);
+  ExpectFusion(b.model, {{"x", RandomFloats({3, 5, 7, 3}, 27, -12.0, 12.0)}}, "Silu,Conv,Silu");
+}
+
+// Not where another node (or the graph) reads the Sigmoid, nor where the Mul's other factor is not its input.
+TEST_F(Fusion, SiluNeedsTheSigmoidReadOnlyByTheMulOfItsInput) {
+  ModelBuilder b({2, 3, 5});
+  const std::string s = b.Unary("Sigmoid", "x");
+  b.Output(b.Add("Mul", {"x", s}, {"silu"}).outputs[0]);
+  b.Output(s);
+  const std::string t = b.Unary("Sigmoid", "x");
+  b.Output(b.Add("Mul", {t, t}, {"square"}).outputs[0]);
+  const std::string u = b.Unary("Sigmoid", b.Unary("Neg", "x"));
+  b.Output(b.Add("Mul", {"x", u}, {"gate"}).outputs[0]);
+  ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 5}, 28, -4.0, 4.0)}}, "Sigmoid,Mul,Sigmoid,Mul,Neg,Sigmoid,Mul");
+}
+
 // A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;
 // any runtime that inlines it computes what the kernel does.
 TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {

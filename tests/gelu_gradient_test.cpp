@@ -3,7 +3,9 @@
 // Also other checks that need a hand-built model (an old opset) rather than a one-node row.
 #include <cmath>
 #include <random>
+#include <set>
 
+#include "autodiff/autodiff.hpp"
 #include "gradient_check.hpp"
 
 namespace edgetrain::testing {
@@ -31,6 +33,20 @@ class GeluModel {
     n.outputs = {output};
     model_.graph.nodes.push_back(std::move(n));
     return *this;
+  }
+  // The op types of the nodes the gradient walk appends for loss = ReduceSum(z), d loss / d x.
+  std::multiset<std::string> GradientOps() const {
+    Model m = model_;
+    m.graph.nodes.push_back(Node{"loss", "ReduceSum", "", {"z"}, {"loss"}, {{"keepdims", Attribute::Int(0)}}, 0});
+    GradientRequest request;
+    request.loss = "loss";
+    request.opsets = m.opsets;
+    request.wrt = {"x"};
+    const size_t forward = m.graph.nodes.size();
+    AppendGradients(m.graph, request);
+    std::multiset<std::string> ops;
+    for (size_t k = forward; k < m.graph.nodes.size(); ++k) ops.insert(m.graph.nodes[k].op_type);
+    return ops;
   }
   void Check() {
     ValueInfo out;
@@ -91,6 +107,31 @@ TEST(GeluGradient, TanhForm) {
       .Add("Mul", {"h", "one_plus_tanh"}, "h_times")
       .Add("Mul", {"h_times", "half"}, "z")
       .Check();
+}
+
+// SiLU as PyTorch exports it, Mul(h, Sigmoid(h)) in either order: h's gradient is one ai.edgetrain.SiluGrad.
+TEST(SiluGradient, ExportedFormDifferentiatesInOneFusedNode) {
+  for (bool sigmoid_first : {false, true}) {
+    GeluModel silu(sigmoid_first ? "silu_sigmoid_first" : "silu");
+    silu.Add("Sigmoid", {"h"}, "s").Add("Mul", sigmoid_first ? std::vector<std::string>{"s", "h"}
+                                                              : std::vector<std::string>{"h", "s"}, "z");
+    const std::multiset<std::string> ops = silu.GradientOps();
+    EXPECT_EQ(ops.count("SiluGrad"), 1u) << sigmoid_first;
+    EXPECT_EQ(ops.count("SigmoidGrad") + ops.count("Mul"), 0u) << sigmoid_first;
+    silu.Check();
+  }
+}
+
+// Where another node reads the Sigmoid too, or the Mul's other input is not the Sigmoid's, the rules stay apart.
+TEST(SiluGradient, SigmoidReadElsewhereOrOtherFactorIsNotFused) {
+  GeluModel shared("silu_sigmoid_read_twice");
+  shared.Add("Sigmoid", {"h"}, "s").Add("Mul", {"h", "s"}, "hs").Add("Add", {"hs", "s"}, "z");
+  EXPECT_EQ(shared.GradientOps().count("SiluGrad"), 0u);
+  shared.Check();
+  GeluModel other("sigmoid_gate");
+  other.Add("Sigmoid", {"h"}, "s").Add("Mul", {"x", "s"}, "z");
+  EXPECT_EQ(other.GradientOps().count("SiluGrad"), 0u);
+  other.Check();
 }
 
 }  // namespace

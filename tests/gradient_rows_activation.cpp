@@ -31,6 +31,7 @@ std::vector<OpCase> ActivationGradCases() {
       {"Selu_alpha_gamma", "Selu", {In({3, 4}, -3, 3)},
        {{"alpha", Attribute::Float(1.5f)}, {"gamma", Attribute::Float(2.0f)}}, 1, "", 1e-5, away_from_zero},
       {"Sigmoid", "Sigmoid", {In({3, 4}, -4, 4)}},
+      {"Silu", "Silu", {In({3, 4}, -4, 4)}, {}, 1, kEdgetrainDomain},
       {"HardSigmoid_default", "HardSigmoid", {In({4, 5}, -4, 4)}, {}, 1, "", 1e-5, AwayFrom({-2.5, 2.5})},
       {"HardSigmoid_alpha_beta", "HardSigmoid", {In({4, 5}, -3, 3)},
        {{"alpha", Attribute::Float(0.5f)}, {"beta", Attribute::Float(0.25f)}}, 1, "", 1e-5, AwayFrom({-0.5, 1.5})},

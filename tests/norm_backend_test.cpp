@@ -31,6 +31,10 @@ OneNode GradNode(const std::string& op, const std::string& domain, std::vector<C
 }
 
 Attribute Int(int64_t v) { return Attribute::Int(v); }
+Tensor AxesTensor(std::vector<int64_t> axes) {
+  const int64_t n = static_cast<int64_t>(axes.size());
+  return Tensor::FromVector<int64_t>(std::move(axes), {n});
+}
 Attribute Float(float v) { return Attribute::Float(v); }
 
 // BatchNormalization over X of `shape` with per-channel parameters; positive running variance.
@@ -251,6 +255,48 @@ std::vector<OpCase> NormBackendCases() {
                   BackendCheck::kFloat32VsFloat64, 1e-6),
       BackendCase("ExpVector", [] { return OnnxNode("Exp", {RandomTensor({5, 61}, 39, -30.0, 30.0)}, {}); },
                   BackendCheck::kFloat32VsFloat64, 1e-6),
+      // SiLU and its gradient in one pass each (AVX2 on float32): a tail, inputs past exp's float range.
+      BackendCase("Silu",
+                  [] { return GradNode("Silu", kEdgetrainDomain, {RandomTensor({3, 5, 7, 3}, 38, -12.0, 12.0)}, {}, 1); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluBeyondExpRange",
+                  [] { return GradNode("Silu", kEdgetrainDomain, {RandomTensor({2, 101}, 39, -150.0, 150.0)}, {}, 1); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluGrad",
+                  [] {
+                    return GradNode("SiluGrad", kEdgetrainDomain,
+                                    {RandomTensor({3, 5, 7, 3}, 40), RandomTensor({3, 5, 7, 3}, 41, -12.0, 12.0)}, {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      // Plane sums of squeeze-excitation: float rows summed in double by 8 lanes; a tail, planes of one element,
+      // and axes that are not trailing (the blocked path).
+      BackendCase("GlobalAveragePoolOddPlanes",
+                  [] { return OnnxNode("GlobalAveragePool", {RandomTensor({3, 5, 7, 3}, 48, -1.0, 3.0)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("GlobalAveragePoolPlanesOfOne",
+                  [] { return OnnxNode("GlobalAveragePool", {RandomTensor({2, 3, 1, 1}, 49)}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-7),
+      BackendCase("ReduceSumTrailingAxes",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 7, 3}, 50), AxesTensor({2, 3})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("ReduceSumTrailingAxesOfOne",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 1, 1}, 51), AxesTensor({2, 3})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-7),
+      BackendCase("ReduceSumLeadingAxes",
+                  [] { return OnnxNode("ReduceSum", {RandomTensor({3, 5, 7, 3}, 52), AxesTensor({0, 2})}, {}); },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("ReduceMeanLastAxisLongRows",
+                  [] {
+                    return OnnxNode("ReduceMean", {RandomTensor({4, 1003}, 53, -1.0, 3.0)}, {{"axes", Attribute::Ints({1})}},
+                                    1, 17);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("SiluGradBeyondExpRange",
+                  [] {
+                    return GradNode("SiluGrad", kEdgetrainDomain,
+                                    {RandomTensor({2, 101}, 42), RandomTensor({2, 101}, 43, -150.0, 150.0)}, {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
   };
 }
 
@@ -416,6 +462,15 @@ TEST(NormBackendErrors, ErfAndExpRefuseIntegers) {
     EXPECT_ERROR(RunNode(node), ErrorCode::kNotImplemented, "(" + std::string(op) + ")");
     EXPECT_ERROR(RunNode(node), ErrorCode::kNotImplemented, "element type int32 is not supported");
   }
+}
+
+TEST(NormBackendErrors, SiluGradBadInputs) {
+  EXPECT_ERROR(RunNode(GradNode("SiluGrad", kEdgetrainDomain, {RandomTensor({3, 4}, 44), RandomTensor({4, 3}, 45)}, {}, 1)),
+               ErrorCode::kInvalidArgument, "dY (float64 [3, 4]) must match X (float64 [4, 3])");
+  EXPECT_ERROR(RunNode(GradNode("SiluGrad", kEdgetrainDomain, {RandomTensor({3, 1}, 46), RandomTensor({3, 4}, 47)}, {}, 1)),
+               ErrorCode::kInvalidArgument, "(ai.edgetrain.SiluGrad)");
+  EXPECT_ERROR(RunNode(GradNode("Silu", kEdgetrainDomain, {Tensor::FromVector<int64_t>({1, 2}, {2})}, {}, 1)),
+               ErrorCode::kNotImplemented, "Silu");
 }
 
 // Each window's value and gradient go to its first maximum in row-major order; NaNs never win and

@@ -38,6 +38,8 @@ class WalkContext final : public SubgraphGradientContext {
                                 AttributeMap attributes, const std::string& domain) override;
   std::string Constant(const Tensor& value) override;
   const ValueInfo* Info(const std::string& value) const override;
+  const Node* ForwardProducer(const std::string& value) const override;
+  size_t ForwardReads(const std::string& value) const override;
   bool NeedsGradOf(const std::string& outer_value) const override;
   void SetGradOf(const std::string& outer_value, const std::string& value) override;
   std::shared_ptr<Graph> DifferentiateSubgraph(const Graph& graph, const std::vector<std::string>& outer) override;
@@ -61,7 +63,13 @@ class Walk {
   std::vector<std::string> Run() {
     std::vector<size_t> order = TopologicalOrder(graph_, OuterReads(graph_));  // a subgraph reads its outer scope
     forward_nodes_ = graph_.nodes;  // rules read forward nodes while we append to graph_.nodes
-    for (const Node& node : forward_nodes_) reads_.push_back(NodeReads(node));
+    for (size_t k = 0; k < forward_nodes_.size(); ++k) {
+      reads_.push_back(NodeReads(forward_nodes_[k]));
+      for (const auto& in : reads_.back()) ++read_counts_[in];
+      for (const auto& out : forward_nodes_[k].outputs)
+        if (!out.empty()) forward_producer_[out] = k;
+    }
+    for (const auto& out : graph_.outputs) ++read_counts_[out.name];
     MarkRequiresGrad(order);
     MarkReachesLoss(order);
     if (request_.loss.empty()) {
@@ -117,6 +125,14 @@ class Walk {
   const Graph& graph() const { return graph_; }
 
   const ValueInfo* Info(const std::string& value) const { return graph_.FindValueInfo(value); }
+  const Node* ForwardProducer(const std::string& value) const {
+    auto it = forward_producer_.find(value);
+    return it == forward_producer_.end() ? nullptr : &forward_nodes_[it->second];
+  }
+  size_t ForwardReads(const std::string& value) const {
+    auto it = read_counts_.find(value);
+    return it == read_counts_.end() ? 0 : it->second;
+  }
 
   int64_t OpsetFor(const std::string& domain) const {
     auto it = request_.opsets.find(domain);
@@ -250,6 +266,7 @@ class Walk {
   std::vector<std::pair<std::string, std::string>> seeds_;
   std::vector<Node> forward_nodes_;
   std::vector<std::vector<std::string>> reads_;  // NodeReads of each forward node
+  std::unordered_map<std::string, size_t> forward_producer_, read_counts_;  // over forward_nodes_ and outputs
   std::unordered_set<std::string> requires_grad_, reaches_loss_;
   std::unordered_map<std::string, std::vector<std::string>> contributions_;
   std::unordered_map<std::string, size_t> emitted_producer_;
@@ -279,6 +296,10 @@ std::vector<std::string> WalkContext::Emit(const std::string& op_type, const std
 std::string WalkContext::Constant(const Tensor& value) { return walk_.Constant(value); }
 
 const ValueInfo* WalkContext::Info(const std::string& value) const { return walk_.Info(value); }
+
+const Node* WalkContext::ForwardProducer(const std::string& value) const { return walk_.ForwardProducer(value); }
+
+size_t WalkContext::ForwardReads(const std::string& value) const { return walk_.ForwardReads(value); }
 
 bool WalkContext::NeedsGradOf(const std::string& outer_value) const { return walk_.relevant(outer_value); }
 

@@ -281,6 +281,24 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv, bool into_gemm) {
   return rewriter.Finish();
 }
 
+size_t FuseSilu(Graph& graph) {
+  Rewriter rewriter(graph);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& mul = graph.nodes[k];
+    if (!mul.domain.empty() || mul.op_type != "Mul" || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    for (size_t side : {size_t{0}, size_t{1}}) {
+      Node* sigmoid = mul.inputs[0] != mul.inputs[1] ? rewriter.SoleProducer(mul.inputs[side], "Sigmoid") : nullptr;
+      if (!sigmoid || sigmoid->inputs.size() != 1 || sigmoid->inputs[0] != mul.inputs[1 - side]) continue;
+      sigmoid->domain = kEdgetrainDomain;
+      sigmoid->op_type = "Silu";
+      sigmoid->opset = 1;
+      rewriter.Absorb(*sigmoid, k);
+      break;
+    }
+  }
+  return rewriter.Finish();
+}
+
 namespace {
 
 bool SameAttributes(const AttributeMap& a, const AttributeMap& b) {

@@ -47,6 +47,10 @@ size_t FuseConvReluMaxPool(Graph& graph);
 // the Conv's or Gemm's output (each kind only when asked). Returns the number of fusions.
 size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm = true);
 
+// Replaces Mul(X, Sigmoid(X)) (SiLU as PyTorch exports it; either input order) by ai.edgetrain Silu(X) when
+// nothing but the Mul reads the Sigmoid's output. Returns the number of fusions.
+size_t FuseSilu(Graph& graph);
+
 // Takes 2-D transposes out of matrix products: a Transpose of a Transpose that restores its input is read
 // past; MatMul(A, Transpose(W)) and MatMul(Transpose(W), B) of 2-D float32/float64 W become com.microsoft
 // FusedMatMul with transB/transA (when `fused_matmul`); Transpose(Gemm(A, B)) of a Gemm without C that

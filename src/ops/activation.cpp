@@ -1,5 +1,5 @@
 // Activation functions: Relu and its relatives, sigmoid-like curves, Mish and Gelu, Shrink and PRelu; their
-// gradient rules and the fused backward ops ReluGrad, SigmoidGrad and TanhGrad.
+// gradient rules and the fused backward ops ReluGrad, SigmoidGrad and TanhGrad; SiLU and its gradient fused.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -63,25 +63,63 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpNonPositiveAvx2(__m256 t) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(two_n));
 }
 
-// y[i] = Sigmoid(x[i]) split by sign as the reference does: e = exp(-|x|), 1 / (1 + e) or e / (1 + e).
+// Sigmoid(v) split by sign as the reference does: e = exp(-|v|), 1 / (1 + e) or e / (1 + e).
+__attribute__((target("avx2,fma"))) inline __m256 SigmoidAvx2(__m256 v) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = ExpNonPositiveAvx2(_mm256_or_ps(v, _mm256_set1_ps(-0.0f)));
+  const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  return _mm256_blendv_ps(s, _mm256_mul_ps(e, s), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+
 __attribute__((target("avx2,fma"))) void SigmoidRangeAvx2(const float* x, float* y, int64_t begin, int64_t end) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) _mm256_storeu_ps(y + i, SigmoidAvx2(_mm256_loadu_ps(x + i)));
+  for (; i < end; ++i) y[i] = Sigmoid(x[i]);
+}
+
+// y = x * Sigmoid(x)
+__attribute__((target("avx2,fma"))) void SiluRangeAvx2(const float* x, float* y, int64_t begin, int64_t end) {
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 e = ExpNonPositiveAvx2(_mm256_or_ps(v, sign));
-    const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(y + i, _mm256_blendv_ps(s, _mm256_mul_ps(e, s), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ)));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, SigmoidAvx2(v)));
   }
-  for (; i < end; ++i) y[i] = Sigmoid(x[i]);
+  for (; i < end; ++i) y[i] = x[i] * Sigmoid(x[i]);
+}
+
+// dx = dy * s * (1 + x * (1 - s)), s = Sigmoid(x)
+__attribute__((target("avx2,fma"))) void SiluGradRangeAvx2(const float* dy, const float* x, float* dx, int64_t begin,
+                                                           int64_t end) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 s = SigmoidAvx2(v);
+    const __m256 slope = _mm256_mul_ps(s, _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one));
+    _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), slope));
+  }
+  for (; i < end; ++i) {
+    const float s = Sigmoid(x[i]);
+    dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
+  }
 }
 #endif
+
+// True where the AVX2 exp runs float32: not when the reference kernels are asked for.
+bool UseSigmoidAvx2(const Tensor& x) {
+#if defined(EDGETRAIN_SIGMOID_AVX2)
+  return x.dtype() == DataType::kFloat32 && ActiveKernelBackend() != KernelBackend::kReference && CpuHasAvx2Fma();
+#else
+  (void)x;
+  return false;
+#endif
+}
 
 // Sigmoid; float32 on AVX2 through the vector exp above unless the reference kernels are asked for.
 void SigmoidKernel(KernelContext& ctx) {
 #if defined(EDGETRAIN_SIGMOID_AVX2)
   const Tensor& x = ctx.Input(0);
-  if (x.dtype() == DataType::kFloat32 && ActiveKernelBackend() != KernelBackend::kReference && CpuHasAvx2Fma()) {
+  if (UseSigmoidAvx2(x)) {
     Tensor& y = ctx.Output(0, x.shape(), x.dtype());
     const float* in = x.data<float>();
     float* out = y.data<float>();
@@ -189,6 +227,78 @@ std::shared_ptr<const FunctionDef> TanhGradFunction() {
   return f.Build();
 }
 
+// ---- SiLU, x * Sigmoid(x): PyTorch exports it as Sigmoid and Mul; the session fuses those (ir/passes) ----
+
+// ai.edgetrain.Silu(X) -> Y = X * Sigmoid(X)
+void SiluKernel(KernelContext& ctx) {
+#if defined(EDGETRAIN_SIGMOID_AVX2)
+  const Tensor& x = ctx.Input(0);
+  if (UseSigmoidAvx2(x)) {
+    Tensor& y = ctx.Output(0, x.shape(), x.dtype());
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    ctx.threads().ParallelFor(x.numel(), elementwise::kParallelGrain,
+                              [&](int64_t begin, int64_t end) { SiluRangeAvx2(in, out, begin, end); });
+    return;
+  }
+#endif
+  FloatUnary(ctx, [](auto v) { return v * Sigmoid(v); });
+}
+
+// ai.edgetrain.SiluGrad(dY, X) -> dX = dY * s * (1 + X * (1 - s)), s = Sigmoid(X): SiLU's gradient in one pass.
+void SiluGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& x = ctx.Input(1);
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, what, ": dY (",
+           DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (", DataTypeName(x.dtype()), " ",
+           ShapeToString(x.shape()), ")");
+  Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
+#if defined(EDGETRAIN_SIGMOID_AVX2)
+  if (UseSigmoidAvx2(x)) {
+    const float* d = dy.data<float>();
+    const float* v = x.data<float>();
+    float* out = dx.data<float>();
+    ctx.threads().ParallelFor(x.numel(), elementwise::kParallelGrain,
+                              [&](int64_t begin, int64_t end) { SiluGradRangeAvx2(d, v, out, begin, end); });
+    return;
+  }
+#endif
+  VisitFloatMath(x.dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using C = ComputeType<T>;
+    const T* d = dy.data<T>();
+    const T* v = x.data<T>();
+    T* out = dx.data<T>();
+    ctx.threads().ParallelFor(x.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const C xi = elementwise::Load(v[i]), s = Sigmoid(xi);
+        out[i] = elementwise::Store<T>(elementwise::Load(d[i]) * (s * (C{1} + xi * (C{1} - s))));
+      }
+    });
+  });
+}
+
+std::shared_ptr<const FunctionDef> SiluFunction() {
+  FunctionBuilder f("Silu", {"X"}, {"Y"});
+  f.Op("Sigmoid", {"X"}, "s");
+  f.Op("Mul", {"X", "s"}, "Y");
+  return f.Build();
+}
+
+std::shared_ptr<const FunctionDef> SiluGradFunction() {
+  FunctionBuilder f("SiluGrad", {"dY", "X"}, {"dX"});
+  f.Constant("one_f32", Tensor::Scalar<float>(1));
+  f.Op("CastLike", {"one_f32", "X"}, "one");
+  f.Op("Sigmoid", {"X"}, "s");
+  f.Op("Sub", {"one", "s"}, "one_minus_s");
+  f.Op("Mul", {"X", "one_minus_s"}, "x_one_minus_s");
+  f.Op("Add", {"one", "x_one_minus_s"}, "factor");
+  f.Op("Mul", {"s", "factor"}, "slope");
+  f.Op("Mul", {"dY", "slope"}, "dX");
+  return f.Build();
+}
+
 // ---- gradient rules ----
 
 double AttrOf(const GradientContext& g, const char* name, double fallback) {
@@ -200,6 +310,8 @@ void ReluGradient(GradientContext& g) { g.SetGrad(0, g.Op("ReluGrad", {g.dY(0), 
 void SigmoidGradient(GradientContext& g) {
   g.SetGrad(0, g.Op("SigmoidGrad", {g.dY(0), g.Y(0)}, {}, kEdgetrainDomain));
 }
+
+void SiluGradient(GradientContext& g) { g.SetGrad(0, g.Op("SiluGrad", {g.dY(0), g.X(0)}, {}, kEdgetrainDomain)); }
 
 // x < 0: dx = alpha * dy, else dy.
 void LeakyReluGradient(GradientContext& g) {
@@ -372,6 +484,9 @@ void RegisterActivationOps(OpRegistry& r) {
   ET_IF_BUILT("ai.edgetrain", "ReluGrad") RegisterFused(r, "ReluGrad", ReluGradKernel, ET_TRAINING_BODY(ReluGradFunction()));
   ET_IF_BUILT("ai.edgetrain", "SigmoidGrad") RegisterFused(r, "SigmoidGrad", SigmoidGradKernel, ET_TRAINING_BODY(SigmoidGradFunction()));
   ET_IF_BUILT("ai.edgetrain", "TanhGrad") RegisterFused(r, "TanhGrad", TanhGradKernel, ET_TRAINING_BODY(TanhGradFunction()));
+  ET_IF_BUILT("ai.edgetrain", "Silu") RegisterFused(r, "Silu", SiluKernel, SiluFunction());
+  ET_IF_BUILT("ai.edgetrain", "Silu") r.SetGradient(kEdgetrainDomain, "Silu", SiluGradient);
+  ET_IF_BUILT("ai.edgetrain", "SiluGrad") RegisterFused(r, "SiluGrad", SiluGradKernel, ET_TRAINING_BODY(SiluGradFunction()));
 }
 
 }  // namespace edgetrain

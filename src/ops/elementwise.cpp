@@ -545,7 +545,22 @@ void SubGradient(GradientContext& g) {
   if (g.NeedsGrad(1)) g.SetGrad(1, g.Op("Neg", {g.dY(0)}), true);
 }
 
+// SiLU exported as Mul(x, Sigmoid(x)): x's gradient in one fused pass when nothing else reads the Sigmoid.
+bool SiluGradient(GradientContext& g) {
+  for (size_t side : {size_t{0}, size_t{1}}) {
+    const std::string &s = g.X(side), &x = g.X(1 - side);
+    const Node* sigmoid = g.ForwardProducer(s);
+    if (!sigmoid || !sigmoid->domain.empty() || sigmoid->op_type != "Sigmoid" || sigmoid->inputs.size() != 1 ||
+        sigmoid->inputs[0] != x || x == s || g.ForwardReads(s) != 1)
+      continue;
+    g.SetGrad(1 - side, g.Op("SiluGrad", {g.dY(0), x}, {}, kEdgetrainDomain));
+    return true;
+  }
+  return false;
+}
+
 void MulGradient(GradientContext& g) {
+  if (SiluGradient(g)) return;
   if (g.NeedsGrad(0)) g.SetGrad(0, g.Op("Mul", {g.dY(0), g.X(1)}), true);
   if (g.NeedsGrad(1)) g.SetGrad(1, g.Op("Mul", {g.dY(0), g.X(0)}), true);
 }

@@ -172,6 +172,17 @@ void BroadcastBinary(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor&
                          });
 }
 
+// The sum of v[0..n) in double, as 8 interleaved partial sums (independent lanes the compiler vectorises)
+// added pairwise at the end.
+inline double SumInDouble(const float* v, int64_t n) {
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(v[i + k]);
+  for (int k = 0; i < n; ++i, ++k) part[k] += static_cast<double>(v[i]);
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 // out = fn(in) elementwise; shapes must match (out may alias in).
 template <typename I, typename O, typename Fn>
 void UnaryMap(ThreadPool& pool, const Tensor& in, Tensor& out, Fn fn) {

@@ -47,6 +47,16 @@ class GradientContext {
   std::string ScalarLike(double value, const std::string& like);
   // Int64 1-D constant (axes, shapes, starts...).
   std::string Ints(const std::vector<int64_t>& values);
+  // The forward node that makes `value` (null for an input or initializer, or where the caller does not
+  // say), and how often the forward graph reads `value` (subgraphs and graph outputs included; 0: unknown).
+  virtual const Node* ForwardProducer(const std::string& value) const {
+    (void)value;
+    return nullptr;
+  }
+  virtual size_t ForwardReads(const std::string& value) const {
+    (void)value;
+    return 0;
+  }
   // What static shape inference knows about a value (nullptr when nothing).
   virtual const ValueInfo* Info(const std::string& value) const = 0;
   DataType TypeOf(const std::string& value) const;

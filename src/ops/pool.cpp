@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -398,6 +399,10 @@ void GlobalPool(KernelContext& ctx, GlobalKind kind) {
         } else if constexpr (std::is_floating_point_v<T>) {
           if (kind == GlobalKind::kAverage) {
             T sum = T(0);
+            if constexpr (std::is_same_v<T, float>) {
+              yp[plane] = size > 0 ? static_cast<T>(elementwise::SumInDouble(v, size) / static_cast<double>(size)) : T(0);
+              continue;
+            }
             for (int64_t i = 0; i < size; ++i) sum += v[i];
             yp[plane] = size > 0 ? sum / static_cast<T>(size) : T(0);
           } else {
@@ -711,9 +716,9 @@ std::string PlaneSize(GradientContext& g) {
   return g.Op("CastLike", {count, g.dY(0)});
 }
 
+// Divided before it is spread: one pass over X's shape, not two.
 void GlobalAveragePoolGradient(GradientContext& g) {
-  std::string spread = g.Op("Expand", {g.dY(0), g.ShapeOf(g.X(0))});
-  g.SetGrad(0, g.Op("Div", {spread, PlaneSize(g)}));
+  g.SetGrad(0, g.Op("Expand", {g.Op("Div", {g.dY(0), PlaneSize(g)}), g.ShapeOf(g.X(0))}));
 }
 
 // The gradient goes to the maxima of each plane, split evenly between tied maxima.

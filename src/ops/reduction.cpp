@@ -8,6 +8,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
@@ -31,6 +32,7 @@ using WideT =
 // Each reducer: Acc, Init(), Update(acc, x), Finish(acc, count) -> T.
 template <typename T>
 struct SumReducer {
+  static constexpr bool kPlainSum = true;  // Finish(sum of the values): float rows may take SumInDouble
   using Acc = WideT<T>;
   static Acc Init() { return Acc{0}; }
   static void Update(Acc& acc, T x) { acc += static_cast<Acc>(x); }
@@ -39,6 +41,7 @@ struct SumReducer {
 
 template <typename T>
 struct MeanReducer {
+  static constexpr bool kPlainSum = true;
   using Acc = WideT<T>;
   static Acc Init() { return Acc{0}; }
   static void Update(Acc& acc, T x) { acc += static_cast<Acc>(x); }
@@ -285,6 +288,10 @@ void RunReduction(const ReducePlan& plan, const T* in, T* out, ThreadPool& pool)
     pool.ParallelFor(outer, GrainFor(reduced), [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         const T* row = in + o * reduced;
+        if constexpr (std::is_same_v<T, float> && requires { R::kPlainSum; }) {
+          out[o] = R::Finish(elementwise::SumInDouble(row, reduced), reduced);
+          continue;
+        }
         Acc acc = R::Init();
         for (int64_t j = 0; j < reduced; ++j) R::Update(acc, row[j]);
         out[o] = R::Finish(acc, reduced);

@@ -874,6 +874,7 @@ Session::Session(Model model, SessionOptions options)
     FoldTransposesIntoProducts(model_.graph, ops.Find(kMicrosoftDomain, "FusedMatMul", 1) != nullptr);
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
+    if (ops.Find(kEdgetrainDomain, "Silu", 1)) FuseSilu(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);

@@ -245,7 +245,8 @@ struct Role {
 const std::set<std::string, std::less<>> kUnary = {
     "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal",
     "Neg", "Abs", "Erf", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Gelu", "Mish", "Sin", "Cos", "Floor",
-    "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "Cast", "CastLike", "Identity", "ThresholdedRelu", "Dropout"};
+    "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "Cast", "CastLike", "Identity", "ThresholdedRelu", "Dropout",
+    "Silu"};
 const std::set<std::string, std::less<>> kElementwise = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum",
                                                          "Mean", "Where", "Equal", "Less", "Greater", "LessOrEqual",
                                                          "GreaterOrEqual", "And", "Or", "Xor", "PRelu", "Mod"};
