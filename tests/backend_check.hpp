@@ -39,6 +39,23 @@ inline std::vector<Tensor> RunOnBackend(KernelBackend backend, const OneNode& no
   return RunNode(node);
 }
 
+// The node's outputs on the fast kernels: oneDNN's backend where built, else the reference backend with the
+// direct kernels (core/kernel_backend.hpp), the only fast kernels that such a build can switch off.
+inline std::vector<Tensor> RunFast(const OneNode& node) {
+  const bool was = SetDirectKernels(true);
+  std::vector<Tensor> outputs = RunOnBackend(DnnlAvailable() ? KernelBackend::kDnnl : KernelBackend::kReference, node);
+  SetDirectKernels(was);
+  return outputs;
+}
+
+// The node's outputs on the reference kernels alone.
+inline std::vector<Tensor> RunReference(const OneNode& node) {
+  const bool was = SetDirectKernels(false);
+  std::vector<Tensor> outputs = RunOnBackend(KernelBackend::kReference, node);
+  SetDirectKernels(was);
+  return outputs;
+}
+
 // Each output within tolerance times the largest magnitude of the reference's output.
 inline void ExpectNearLargest(const std::vector<Tensor>& actual, const std::vector<Tensor>& reference, double tolerance,
                               const std::string& label) {
@@ -53,16 +70,17 @@ inline void ExpectNearLargest(const std::vector<Tensor>& actual, const std::vect
   }
 }
 
-// Runs the row's backend check with `backend` as the one under test (kDnnlVsReference: always oneDNN).
+// Runs the row's backend check with `backend` as the one under test (kDnnlVsReference: always the fast kernels,
+// RunFast, against the reference ones). In a build without oneDNN the reference backend runs the direct kernels.
 inline void CheckBackends(const OpCase& row, KernelBackend backend, const std::string& label) {
   ASSERT_NE(static_cast<int>(row.backends), static_cast<int>(BackendCheck::kNone)) << row.name << ": no backend check";
   const OneNode node = row.Node();
   if (row.backends == BackendCheck::kDnnlVsReference) {
-    const std::vector<Tensor> dnnl = RunOnBackend(KernelBackend::kDnnl, node);
-    ExpectNearLargest(dnnl, RunOnBackend(KernelBackend::kReference, node), row.backend_tolerance, label);
+    const std::vector<Tensor> fast = RunFast(node);
+    ExpectNearLargest(fast, RunReference(node), row.backend_tolerance, label);
     return;
   }
-  const std::vector<Tensor> expected = RunOnBackend(KernelBackend::kReference, node);
+  const std::vector<Tensor> expected = RunReference(node);
   const std::vector<Tensor> actual = RunOnBackend(backend, WithFloat32Inputs(node));
   if (row.backends == BackendCheck::kFloat32VsFloat64) {
     ExpectNearLargest(actual, expected, row.backend_tolerance, label);

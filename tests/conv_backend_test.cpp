@@ -1,6 +1,6 @@
 // The oneDNN convolution kernels against the reference kernels on the same float32 data, both
-// backends in one process (SetKernelBackend), skipped in a build without oneDNN; and the reference
-// kernels' float32 fast paths against their float64 plain loops.
+// backends in one process (SetKernelBackend), skipped in a build without oneDNN but for the depthwise rows
+// (the direct kernels); and the reference kernels' float32 fast paths against their float64 plain loops.
 #include <gtest/gtest.h>
 
 #include "backend_check.hpp"
@@ -205,15 +205,20 @@ TEST(ConvFloat32Threads, TwoThreadsMatchOne) {
   SetKernelBackend(saved);
 }
 
+// The depthwise rows, which edgetrain's direct kernels take on the fast path (AVX2, NEON, WASM SIMD128): run in
+// builds without oneDNN too, against the reference kernels (Direct/ConvBackends.*, also under qemu-aarch64).
+bool IsDirectKernelRow(const OpCase& row) {
+  return row.backends == BackendCheck::kDnnlVsReference &&
+         (row.name.rfind("Conv_Depthwise", 0) == 0 || row.name.rfind("ConvGrad_Depthwise", 0) == 0);
+}
+
 class ConvBackends : public ::testing::TestWithParam<OpCase> {
  protected:
   void SetUp() override {
-    if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+    if (!DnnlAvailable() && !IsDirectKernelRow(GetParam())) GTEST_SKIP() << "built without oneDNN";
     saved_ = ActiveKernelBackend();
   }
-  void TearDown() override {
-    if (DnnlAvailable()) SetKernelBackend(saved_);
-  }
+  void TearDown() override { SetKernelBackend(saved_); }
 
  private:
   KernelBackend saved_ = KernelBackend::kReference;
@@ -221,7 +226,11 @@ class ConvBackends : public ::testing::TestWithParam<OpCase> {
 
 TEST_P(ConvBackends, OneDnnMatchesReference) { CheckBackends(GetParam(), KernelBackend::kDnnl, GetParam().name); }
 
-INSTANTIATE_TEST_SUITE_P(Rows, ConvBackends, ::testing::ValuesIn(RowsWith({ConvBackendCases}, HasBackendCheck)),
+INSTANTIATE_TEST_SUITE_P(Rows, ConvBackends, ::testing::ValuesIn(RowsWith({ConvBackendCases}, [](const OpCase& row) {
+                           return HasBackendCheck(row) && !IsDirectKernelRow(row);
+                         })),
+                         RowName());
+INSTANTIATE_TEST_SUITE_P(Direct, ConvBackends, ::testing::ValuesIn(RowsWith({ConvBackendCases}, IsDirectKernelRow)),
                          RowName());
 
 }  // namespace

@@ -10,15 +10,24 @@ namespace edgetrain {
 
 namespace {
 
-KernelBackend InitialBackend() {
+bool ReferenceAskedFor() {
   const char* choice = std::getenv("EDGETRAIN_KERNELS");
-  if (!DnnlAvailable() || (choice && std::strcmp(choice, "reference") == 0)) return KernelBackend::kReference;
+  return choice && std::strcmp(choice, "reference") == 0;
+}
+
+KernelBackend InitialBackend() {
+  if (!DnnlAvailable() || ReferenceAskedFor()) return KernelBackend::kReference;
   return KernelBackend::kDnnl;
 }
 
 std::atomic<KernelBackend>& Backend() {
   static std::atomic<KernelBackend> backend{InitialBackend()};
   return backend;
+}
+
+std::atomic<bool>& DirectKernels() {
+  static std::atomic<bool> on{!ReferenceAskedFor()};
+  return on;
 }
 
 }  // namespace
@@ -38,5 +47,11 @@ void SetKernelBackend(KernelBackend backend) {
            "this build of edgetrain has no oneDNN kernels (configure with -DEDGETRAIN_WITH_DNNL=ON)");
   Backend().store(backend, std::memory_order_relaxed);
 }
+
+bool UseDirectKernels() {
+  return DirectKernels().load(std::memory_order_relaxed) && (!DnnlAvailable() || UseDnnl());
+}
+
+bool SetDirectKernels(bool on) { return DirectKernels().exchange(on, std::memory_order_relaxed); }
 
 }  // namespace edgetrain

@@ -14,5 +14,11 @@ KernelBackend ActiveKernelBackend();
 // Throws kInvalidArgument when asked for oneDNN in a build without it.
 void SetKernelBackend(KernelBackend backend);
 inline bool UseDnnl() { return ActiveKernelBackend() == KernelBackend::kDnnl; }
+// Edgetrain's direct SIMD kernels that stand in for oneDNN's (depthwise convolution on NCHW, Sigmoid's vector
+// exp): on the oneDNN backend; in a build without oneDNN, unless EDGETRAIN_KERNELS=reference or
+// SetDirectKernels(false) leaves the plain reference loops (the tests compare the two in one process; it returns
+// the previous setting).
+bool UseDirectKernels();
+bool SetDirectKernels(bool on);
 
 }  // namespace edgetrain

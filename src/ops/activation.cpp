@@ -8,6 +8,8 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define EDGETRAIN_SIGMOID_AVX2 1
+#elif defined(__GNUC__)
+#define EDGETRAIN_SIGMOID_VECTOR 1
 #endif
 
 #include "core/cpu_features.hpp"
@@ -103,28 +105,73 @@ __attribute__((target("avx2,fma"))) void SiluGradRangeAvx2(const float* dy, cons
     dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
   }
 }
+#elif defined(EDGETRAIN_SIGMOID_VECTOR)
+// The same exp and split on 4-float vectors (NEON, WASM SIMD128): the AVX2 path's constants and steps.
+typedef float SigmoidV __attribute__((vector_size(16)));
+typedef int32_t SigmoidVI __attribute__((vector_size(16)));
+
+inline SigmoidV ExpNonPositiveVector(SigmoidV t) {
+  const SigmoidV floor = SigmoidV{} - 87.3f;
+  t = t < floor ? floor : t;  // NaN stays NaN
+  // Round to nearest even by adding and taking away 1.5 * 2^23 (|t * log2(e)| < 2^22).
+  const SigmoidV magic = SigmoidV{} + 12582912.0f;
+  const SigmoidV n = (t * 1.44269504088896341f + magic) - magic;
+  SigmoidV r = t - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  SigmoidV p = SigmoidV{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = (p * r) * r + (r + 1.0f);
+  const SigmoidVI two_n = (__builtin_convertvector(n, SigmoidVI) + 127) << 23;
+  return p * __builtin_bit_cast(SigmoidV, two_n);
+}
+
+void SigmoidRangeVector(const float* x, float* y, int64_t begin, int64_t end) {
+  const SigmoidVI sign = SigmoidVI{} + static_cast<int32_t>(0x80000000u);
+  int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    SigmoidV v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    const SigmoidVI negative_abs = __builtin_bit_cast(SigmoidVI, v) | sign;
+    const SigmoidV e = ExpNonPositiveVector(__builtin_bit_cast(SigmoidV, negative_abs));
+    const SigmoidV s = 1.0f / (1.0f + e);
+    const SigmoidV out = v < 0.0f ? e * s : s;
+    __builtin_memcpy(y + i, &out, sizeof out);
+  }
+  for (; i < end; ++i) y[i] = Sigmoid(x[i]);
+}
 #endif
 
-// True where the AVX2 exp runs float32: not when the reference kernels are asked for.
+// True where the AVX2 exp runs float32 (Silu, SiluGrad): with the direct kernels (kernel_backend.hpp).
 bool UseSigmoidAvx2(const Tensor& x) {
 #if defined(EDGETRAIN_SIGMOID_AVX2)
-  return x.dtype() == DataType::kFloat32 && ActiveKernelBackend() != KernelBackend::kReference && CpuHasAvx2Fma();
+  return x.dtype() == DataType::kFloat32 && UseDirectKernels() && CpuHasAvx2Fma();
 #else
   (void)x;
   return false;
 #endif
 }
 
-// Sigmoid; float32 on AVX2 through the vector exp above unless the reference kernels are asked for.
+// Sigmoid; float32 through the vector exp above (AVX2, or 4-float vectors off x86-64) with the direct kernels.
 void SigmoidKernel(KernelContext& ctx) {
-#if defined(EDGETRAIN_SIGMOID_AVX2)
+#if defined(EDGETRAIN_SIGMOID_AVX2) || defined(EDGETRAIN_SIGMOID_VECTOR)
   const Tensor& x = ctx.Input(0);
-  if (UseSigmoidAvx2(x)) {
+#if defined(EDGETRAIN_SIGMOID_AVX2)
+  const bool direct = CpuHasAvx2Fma();
+  auto range = SigmoidRangeAvx2;
+#else
+  const bool direct = true;
+  auto range = SigmoidRangeVector;
+#endif
+  if (x.dtype() == DataType::kFloat32 && direct && UseDirectKernels()) {
     Tensor& y = ctx.Output(0, x.shape(), x.dtype());
     const float* in = x.data<float>();
     float* out = y.data<float>();
     ctx.threads().ParallelFor(x.numel(), elementwise::kParallelGrain,
-                              [&](int64_t begin, int64_t end) { SigmoidRangeAvx2(in, out, begin, end); });
+                              [&](int64_t begin, int64_t end) { range(in, out, begin, end); });
     return;
   }
 #endif

@@ -1072,8 +1072,8 @@ ConvGeometry CheckedConvGeometry(KernelContext& ctx) {
   return g;
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#define EDGETRAIN_DEPTHWISE_AVX2 1
+#if defined(__GNUC__)
+#define EDGETRAIN_DEPTHWISE_DIRECT 1
 // One input and one output channel per group, 2-D, no dilation.
 bool IsPlainDepthwise2D(const ConvGeometry& g) {
   return g.input.size() == 2 && g.group > 1 && g.in_channels == g.group && g.out_channels == g.group &&
@@ -1081,8 +1081,8 @@ bool IsPlainDepthwise2D(const ConvGeometry& g) {
          g.OutputSize() > 0 && g.pad_begin[0] >= 0 && g.pad_begin[1] >= 0;
 }
 
-// Depthwise passes on AVX2 straight from the NCHW tensors (oneDNN 2.6 needs its blocked layouts and
-// reorders around them, and takes 5x5 dW to im2col and GEMM). The padded plane of X (or of dX) is
+// Depthwise passes straight from the NCHW tensors, AVX2 on x86-64, 4-float vectors elsewhere (oneDNN 2.6 needs its
+// blocked layouts and reorders around them, and takes 5x5 dW to im2col and GEMM). The padded plane of X (or of dX) is
 // kept split into `stride` column phases, phase q holding padded columns q, q + stride, ...: each
 // kernel tap then reads or writes one contiguous run per output row. dY rows are padded to whole vectors.
 struct DepthwisePlanes {
@@ -1143,10 +1143,33 @@ void PadRows(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane
   }
 }
 
+// The dX plane from the phases of the padded dX plane.
+void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* phases, float* out) {
+  const int64_t h = g.input[0], wd = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
+  for (int64_t iy = 0; iy < h; ++iy) {
+    const int64_t r = iy + top;
+    float* row = out + iy * wd;
+    if (r >= p.rows) {  // below every window
+      std::fill(row, row + wd, 0.0f);
+      continue;
+    }
+    for (int64_t q = 0; q < p.stride; ++q) {
+      const PhaseColumns cols(p, q, left, wd);
+      const float* from = phases + (q * p.rows + r) * p.phase_w;
+      float* to = row + q - left;
+      for (int64_t k = cols.first; k < cols.last; ++k) to[k * p.stride] = from[k];
+      // Columns past the last window (the phases end there) get no gradient.
+      for (int64_t k = std::max(cols.last, (left - q + p.stride - 1) / p.stride); k * p.stride + q - left < wd; ++k)
+        to[k * p.stride] = 0.0f;
+    }
+  }
+}
+
+#if defined(__x86_64__)
 // Y plane of image n, channel c (then max(y, 0) when `relu`).
-__attribute__((target("avx2,fma"))) void DepthwiseForwardPlaneAvx2(const ConvGeometry& g, int64_t n, int64_t c,
-                                                                   const float* x, const float* w, const float* b,
-                                                                   float* y, bool relu, float* scratch) {
+__attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c,
+                                                               const float* x, const float* w, const float* b,
+                                                               float* y, bool relu, float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
@@ -1170,12 +1193,11 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlaneAvx2(const ConvGeo
 }
 
 // dX plane of image n, channel c: every tap scatters w * dY into the phases of the padded dX plane.
-__attribute__((target("avx2,fma"))) void DepthwiseDataPlaneAvx2(const ConvGeometry& g, int64_t n, int64_t c,
-                                                                const float* dy, const float* w, float* dx,
-                                                                float* scratch) {
+__attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c,
+                                                            const float* dy, const float* w, float* dx,
+                                                            float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
-  const int64_t h = g.input[0], wd = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
   float* padded_dy = scratch;
   float* phases = scratch + oh * p.ow8;
   PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
@@ -1192,29 +1214,12 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlaneAvx2(const ConvGeomet
           _mm256_storeu_ps(to + col, _mm256_fmadd_ps(tap, _mm256_loadu_ps(d + col), _mm256_loadu_ps(to + col)));
       }
     }
-  float* out = dx + (n * g.in_channels + c) * h * wd;
-  for (int64_t iy = 0; iy < h; ++iy) {
-    const int64_t r = iy + top;
-    float* row = out + iy * wd;
-    if (r >= p.rows) {  // below every window
-      std::fill(row, row + wd, 0.0f);
-      continue;
-    }
-    for (int64_t q = 0; q < p.stride; ++q) {
-      const PhaseColumns cols(p, q, left, wd);
-      const float* from = phases + (q * p.rows + r) * p.phase_w;
-      float* to = row + q - left;
-      for (int64_t k = cols.first; k < cols.last; ++k) to[k * p.stride] = from[k];
-      // Columns past the last window (the phases end there) get no gradient.
-      for (int64_t k = std::max(cols.last, (left - q + p.stride - 1) / p.stride); k * p.stride + q - left < wd; ++k)
-        to[k * p.stride] = 0.0f;
-    }
-  }
+  ReadPhases(g, p, phases, dx + (n * g.in_channels + c) * g.InputSize());
 }
 
 // dW of channel c over the batch; each output row's products are summed in float, the rows in double.
-__attribute__((target("avx2,fma"))) void DepthwiseWeightsChannelAvx2(const ConvGeometry& g, int64_t c, const float* x,
-                                                                     const float* dy, float* dw, float* scratch) {
+__attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x,
+                                                                 const float* dy, float* dw, float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* padded_dy = scratch;
@@ -1243,6 +1248,104 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannelAvx2(const ConvG
   }
   for (int64_t t = 0; t < kh * kw; ++t) dw[c * kh * kw + t] = static_cast<float>(sums[t]);
 }
+#else
+// The same passes on 4-float vectors (NEON, WASM SIMD128), two per 8 columns: the AVX2 kernels' lanes and sums.
+typedef float DepthwiseV __attribute__((vector_size(16)));
+typedef double DepthwiseVD __attribute__((vector_size(32)));
+
+inline DepthwiseV LoadV(const float* p) {
+  DepthwiseV v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void StoreV(float* p, DepthwiseV v) { __builtin_memcpy(p, &v, sizeof v); }
+
+void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const float* x, const float* w, const float* b,
+                           float* y, bool relu, float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  float* phases = scratch;
+  float* row = scratch + p.PhaseFloats();
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+  const float* taps = w + c * kh * kw;
+  const DepthwiseV bias = DepthwiseV{} + (b ? b[c] : 0.0f), zero = {};
+  float* out = y + (n * g.out_channels + c) * oh * ow;
+  for (int64_t r = 0; r < oh; ++r) {
+    const float* from = phases + r * sh * p.phase_w;
+    for (int64_t col = 0; col < p.ow8; col += 8) {
+      DepthwiseV lo = bias, hi = bias;
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          const float tap = taps[i * kw + j];
+          const float* at = from + p.Tap(i, j) + col;
+          lo += tap * LoadV(at);
+          hi += tap * LoadV(at + 4);
+        }
+      if (relu) {
+        lo = lo > zero ? lo : zero;
+        hi = hi > zero ? hi : zero;
+      }
+      StoreV(row + col, lo);
+      StoreV(row + col + 4, hi);
+    }
+    std::copy(row, row + ow, out + r * ow);
+  }
+}
+
+void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float* dy, const float* w, float* dx,
+                        float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  float* padded_dy = scratch;
+  float* phases = scratch + oh * p.ow8;
+  PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+  std::fill(phases, phases + p.PhaseFloats(), 0.0f);
+  const float* taps = w + c * kh * kw;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j) {
+      const float tap = taps[i * kw + j];
+      float* base = phases + p.Tap(i, j);
+      for (int64_t r = 0; r < oh; ++r) {
+        float* to = base + r * sh * p.phase_w;
+        const float* d = padded_dy + r * p.ow8;
+        for (int64_t col = 0; col < p.ow8; col += 4) StoreV(to + col, LoadV(to + col) + tap * LoadV(d + col));
+      }
+    }
+  ReadPhases(g, p, phases, dx + (n * g.in_channels + c) * g.InputSize());
+}
+
+void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, const float* dy, float* dw,
+                             float* scratch) {
+  const DepthwisePlanes p(g);
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  float* padded_dy = scratch;
+  float* phases = scratch + oh * p.ow8;
+  double sums[49] = {};
+  for (int64_t n = 0; n < g.batch; ++n) {
+    PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const float* base = phases + p.Tap(i, j);
+        DepthwiseVD low = {}, high = {};
+        for (int64_t r = 0; r < oh; ++r) {
+          const float* from = base + r * sh * p.phase_w;
+          const float* d = padded_dy + r * p.ow8;
+          DepthwiseV lo = {}, hi = {};
+          for (int64_t col = 0; col < p.ow8; col += 8) {
+            lo += LoadV(d + col) * LoadV(from + col);
+            hi += LoadV(d + col + 4) * LoadV(from + col + 4);
+          }
+          low += __builtin_convertvector(lo, DepthwiseVD);
+          high += __builtin_convertvector(hi, DepthwiseVD);
+        }
+        const DepthwiseVD lanes = low + high;
+        sums[i * kw + j] += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+      }
+  }
+  for (int64_t t = 0; t < kh * kw; ++t) dw[c * kh * kw + t] = static_cast<float>(sums[t]);
+}
+#endif
 
 // Runs fn(task, scratch) for tasks [0, count) on the pool, each thread on scratch of its own.
 template <typename Fn>
@@ -1255,25 +1358,30 @@ void DepthwiseTasks(ThreadPool& threads, const ConvGeometry& g, int64_t count, F
   });
 }
 
-// Whether the depthwise AVX2 passes run: float32 on the fast backend with an AVX2/FMA CPU.
-bool UseDepthwiseAvx2(const ConvGeometry& g) { return UseDnnl() && CpuHasAvx2Fma() && IsPlainDepthwise2D(g); }
+// Whether the direct depthwise passes run: float32 with the direct kernels (on x86-64, with an AVX2/FMA CPU).
+bool UseDepthwiseDirect(const ConvGeometry& g) {
+#if defined(__x86_64__)
+  if (!CpuHasAvx2Fma()) return false;
+#endif
+  return UseDirectKernels() && IsPlainDepthwise2D(g);
+}
 
 void DepthwiseForward(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* w, const float* b,
                       float* y, bool relu) {
   DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
-    DepthwiseForwardPlaneAvx2(g, t / g.in_channels, t % g.in_channels, x, w, b, y, relu, scratch);
+    DepthwiseForwardPlane(g, t / g.in_channels, t % g.in_channels, x, w, b, y, relu, scratch);
   });
 }
 
 void DepthwiseData(ThreadPool& threads, const ConvGeometry& g, const float* dy, const float* w, float* dx) {
   DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
-    DepthwiseDataPlaneAvx2(g, t / g.in_channels, t % g.in_channels, dy, w, dx, scratch);
+    DepthwiseDataPlane(g, t / g.in_channels, t % g.in_channels, dy, w, dx, scratch);
   });
 }
 
 void DepthwiseWeights(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* dy, float* dw) {
   DepthwiseTasks(threads, g, g.in_channels,
-                 [&](int64_t c, float* scratch) { DepthwiseWeightsChannelAvx2(g, c, x, dy, dw, scratch); });
+                 [&](int64_t c, float* scratch) { DepthwiseWeightsChannel(g, c, x, dy, dw, scratch); });
 }
 #endif
 
@@ -1289,8 +1397,8 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
-#if defined(EDGETRAIN_DEPTHWISE_AVX2)
-      if (UseDepthwiseAvx2(g)) {
+#if defined(EDGETRAIN_DEPTHWISE_DIRECT)
+      if (UseDepthwiseDirect(g)) {
         DepthwiseForward(ctx.threads(), g, x.data<T>(), w.data<T>(), bp, y.data<T>(), relu);
         return;
       }
@@ -1502,8 +1610,8 @@ void ConvGradKernel(KernelContext& ctx) {
       dw = nullptr;
     }
     if constexpr (std::is_same_v<T, float>) {
-#if defined(EDGETRAIN_DEPTHWISE_AVX2)
-      if (UseDepthwiseAvx2(g)) {
+#if defined(EDGETRAIN_DEPTHWISE_DIRECT)
+      if (UseDepthwiseDirect(g)) {
         if (dx) DepthwiseData(ctx.threads(), g, dy.data<T>(), w.data<T>(), dx);
         if (dw) DepthwiseWeights(ctx.threads(), g, x.data<T>(), dy.data<T>(), dw);
         dx = dw = nullptr;

@@ -380,11 +380,23 @@ __attribute__((target("avx2"))) void WhereElseScalarAvx2(const bool* c, const fl
   }
   for (; i < n; ++i) z[i] = c[i] ? a[i] : b0;
 }
-#else
-void WhereElseScalarAvx2(const bool* c, const float* a, float b0, float* z, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) z[i] = c[i] ? a[i] : b0;
-}
 #endif
+
+// The same as a loop that GCC and Clang vectorise (NEON, WASM SIMD128, SSE2): both sides read, the mask as bytes.
+void WhereElseScalarVector(const bool* c, const float* a, float b0, float* z, int64_t n) {
+  const auto* mask = reinterpret_cast<const uint8_t*>(c);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = a[i];
+    z[i] = mask[i] != 0 ? v : b0;
+  }
+}
+
+void WhereElseScalar(const bool* c, const float* a, float b0, float* z, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (CpuHasAvx2()) return WhereElseScalarAvx2(c, a, b0, z, n);
+#endif
+  WhereElseScalarVector(c, a, b0, z, n);
+}
 
 void WhereKernel(KernelContext& ctx) {
   Tensor condition = ctx.Input(0), x = ctx.Input(1), y = ctx.Input(2);
@@ -410,9 +422,7 @@ void WhereKernel(KernelContext& ctx) {
                                // Both sides read unconditionally: a select without branches, vectorised
                                // where one side is a scalar (Clip's and Relu's gradients: Where(mask, dY, 0)).
                                if (strides[0] == 1 && strides[1] == 1 && strides[2] == 0) {
-                                 if constexpr (std::is_same_v<T, float>) {
-                                   if (CpuHasAvx2()) return WhereElseScalarAvx2(cs, a, b[0], z, n);
-                                 }
+                                 if constexpr (std::is_same_v<T, float>) return WhereElseScalar(cs, a, b[0], z, n);
                                  for (int64_t i = 0; i < n; ++i) {
                                    const T pair[2] = {b[0], a[i]};
                                    z[i] = pair[cs[i] ? 1 : 0];
@@ -720,6 +730,15 @@ __attribute__((target("avx2"))) void ClipGradRangeAvx2(const float* dy, const fl
 }
 #endif
 
+// The same as a loop that GCC and Clang vectorise (NEON, WASM SIMD128, SSE2): dY read unconditionally.
+void ClipGradRangeVector(const float* dy, const float* y, float low, float high, float* dx, int64_t begin,
+                         int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float d = dy[i], v = y[i];
+    dx[i] = v > low && v < high ? d : 0.0f;
+  }
+}
+
 void ClipGradKernel(KernelContext& ctx) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& y = ctx.Input(1);
@@ -741,16 +760,15 @@ void ClipGradKernel(KernelContext& ctx) {
     const T* d = dy.data<T>();
     const T* v = y.data<T>();
     T* out = dx.data<T>();
-#if defined(__GNUC__) && defined(__x86_64__)
     if constexpr (std::is_same_v<T, float>) {
-      if (CpuHasAvx2()) {
-        ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
-          ClipGradRangeAvx2(d, v, low, high, out, begin, end);
-        });
-        return;
-      }
-    }
+      auto range = ClipGradRangeVector;
+#if defined(__GNUC__) && defined(__x86_64__)
+      if (CpuHasAvx2()) range = ClipGradRangeAvx2;
 #endif
+      ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain,
+                                [&](int64_t begin, int64_t end) { range(d, v, low, high, out, begin, end); });
+      return;
+    }
     ctx.threads().ParallelFor(y.numel(), elementwise::kParallelGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const C value = elementwise::Load(v[i]);
