@@ -240,7 +240,8 @@ et_error* et_training_session_output_name(const et_training_session* session, et
                                           const char** out_name);
 
 /* The training step's planned arena of intermediate tensors in bytes (0 before the first train step) and
- * how many forward values it recomputes to fit memory_budget_bytes. Either out-parameter may be NULL. */
+ * how many recomputations of forward values it makes to fit memory_budget_bytes (a value recomputed once
+ * per backward reader counts once per reader). Either out-parameter may be NULL. */
 et_error* et_training_session_get_memory_plan(const et_training_session* session, uint64_t* out_arena_bytes,
                                               size_t* out_recomputed_values);
 

@@ -77,7 +77,8 @@ class Session {
   // The plan is made after the first run at new input shapes, which fails with kResourceExhausted
   // naming the smallest arena that can be planned when `bytes` is less.
   void SetArenaBudget(uint64_t bytes);
-  // How many forward values the current plan recomputes.
+  // How many recomputations of forward values the current plan makes (one per copy: a value recomputed
+  // for each of two backward readers counts twice).
   size_t recomputed_values() const;
   // Bytes of the model's initializers (constants after folding), held for the session's lifetime.
   uint64_t initializer_bytes() const { return initializer_bytes_; }

@@ -128,7 +128,7 @@ class TrainingSession {
 
   CheckpointState& state();
   // Bytes of the training model's planned intermediate arena (0 before the first TrainStep) and how many
-  // forward values it recomputes under memory_budget_bytes.
+  // recomputations of forward values it makes under memory_budget_bytes (one per recomputed copy).
   uint64_t training_arena_bytes() const;
   size_t recomputed_values() const;
   FrozenPrefixStats frozen_prefix_stats() const;
