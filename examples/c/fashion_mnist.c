@@ -1,7 +1,7 @@
 /* Fashion-MNIST training in C99 through the edgetrain C ABI (include/edgetrain/edgetrain.h) alone.
  *
  * Usage: fashion_mnist ARTIFACT_DIR DATA_DIR OUT_DIR [--epochs N] [--limit N] [--resume CKPT]
- *                      [--total-steps N] [--lr F] [--threads N]
+ *                      [--total-steps N] [--lr F] [--threads N] [--check-export 0|1]
  *   ARTIFACT_DIR  from `edgetrain generate-artifacts models/mlp.onnx -o ARTIFACT_DIR --additional-output output`
  *   DATA_DIR      {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz (e.g. /usr/share/datasets/fashion-mnist)
  *   OUT_DIR       created if missing; receives `checkpoint` after every epoch and `model.onnx` at the end
@@ -13,7 +13,7 @@
  * step --total-steps (default: the end of this run; give it to resume on the uninterrupted run's schedule).
  * --limit keeps the first N samples of both sets; --threads sets the intra-op threads (default 1). The exported model
  * is finally run through the training agent's forward pass on the test set, and its accuracy must equal the eval
- * model's. */
+ * model's (--check-export 0 skips that second pass over the test set). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, mkdir */
 
 #include <errno.h>
@@ -283,6 +283,7 @@ typedef struct options {
   int64_t epochs, limit, total_steps;
   float learning_rate;
   int threads;
+  bool check_export;
 } options;
 
 typedef struct app {
@@ -433,6 +434,10 @@ static bool run(app* a) {
   printf("saved %s\n", a->checkpoint);
 
   TRY(et_training_session_export_model_for_inference(a->session, a->exported_model, output_names, 1));
+  if (!o->check_export) {
+    printf("exported %s; not re-run (--check-export 0)\n", a->exported_model);
+    return true;
+  }
   error = et_training_agent_create(a->exported_model, NULL, 0, &session_options, &a->agent);
   if (error != NULL && et_error_get_code(error) == ET_ERROR_NOT_IMPLEMENTED) { /* a device-only build: no autodiff */
     printf("exported %s; not re-run: %s\n", a->exported_model, et_error_get_message(error));
@@ -490,7 +495,7 @@ static bool parse_count(const char* flag, const char* text, int64_t minimum, int
 
 static bool parse_options(int argc, char** argv, options* o) {
   int i, positional = 0;
-  int64_t threads = 1;
+  int64_t threads = 1, check_export = 1;
   o->epochs = 1;
   o->limit = 0;
   o->total_steps = 0;
@@ -520,6 +525,8 @@ static bool parse_options(int argc, char** argv, options* o) {
       if (!parse_count(arg, value, 1, INT64_MAX, &o->total_steps)) return false;
     } else if (strcmp(arg, "--threads") == 0) {
       if (!parse_count(arg, value, 1, 256, &threads)) return false;
+    } else if (strcmp(arg, "--check-export") == 0) {
+      if (!parse_count(arg, value, 0, 1, &check_export)) return false;
     } else if (strcmp(arg, "--resume") == 0) {
       o->resume = value;
     } else if (strcmp(arg, "--lr") == 0) {
@@ -535,6 +542,7 @@ static bool parse_options(int argc, char** argv, options* o) {
     }
   }
   o->threads = (int)threads;
+  o->check_export = check_export != 0;
   if (positional != 3) fprintf(stderr, "error: expected ARTIFACT_DIR DATA_DIR OUT_DIR\n");
   return positional == 3;
 }
@@ -546,7 +554,7 @@ int main(int argc, char** argv) {
   if (!parse_options(argc, argv, &a.options)) {
     fprintf(stderr,
             "usage: %s ARTIFACT_DIR DATA_DIR OUT_DIR [--epochs N] [--limit N] [--resume CKPT] [--total-steps N]"
-            " [--lr F] [--threads N]\n",
+            " [--lr F] [--threads N] [--check-export 0|1]\n",
             argv[0]);
     return 2;
   }
