@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "autodiff/recurrent_last_step.hpp"
 #include "core/kernel_backend.hpp"
 #include "onnx/exporter.hpp"
 #include "onnx/importer.hpp"
@@ -605,6 +606,89 @@ TEST(RecurrentFastPath, LstmGradReadingARecomputedTransposeOfXKeepsTheTrace) {
   const std::vector<Tensor> expected2 = unpaired_plain.Run(feeds), actual2 = unpaired.Run(feeds);
   for (size_t i = 0; i < expected2.size(); ++i)
     ExpectTensorNear(actual2[i], expected2[i], 1e-5, other.graph.outputs[i].name + " (unpaired)");
+}
+
+// PyTorch's `rnn(x)[0][:, -1]`: the Gather of Y's last step through Squeeze and Transpose reads Y_h
+// unsqueezed on the time axis instead (ReadLastRecurrentStepFromFinalState, run by generate-artifacts), with
+// the same values; every graph where that would change a result, or where Y is read otherwise, stays.
+struct LastStepCase {
+  std::string name;
+  std::string op = "LSTM", direction = "forward";
+  int64_t layout = 0, index = -1, gather_axis = 1;
+  bool squeeze_axes = true, lengths = false, y_is_output = false, y_h_output = true;
+  bool rewritten = true;
+};
+
+Model LastStepModel(const LastStepCase& k, int64_t seq, int64_t batch, int64_t input, int64_t hidden) {
+  const int64_t gates = k.op == "LSTM" ? 4 : k.op == "GRU" ? 3 : 1;
+  ModelBuilder b(k.layout ? Shape{batch, seq, input} : Shape{seq, batch, input});
+  Node& rnn = b.Add(k.op, {"x", b.Initializer("w", {1, gates * hidden, input}),
+                           b.Initializer("r", {1, gates * hidden, hidden}),
+                           b.Initializer("b", {1, 2 * gates * hidden}), k.lengths ? "lens" : ""},
+                    {"y", k.y_h_output ? "y_h" : ""},
+                    {{"hidden_size", Attribute::Int(hidden)}, {"direction", Attribute::String(k.direction)},
+                     {"layout", Attribute::Int(k.layout)}});
+  if (k.lengths) {
+    b.model.graph.initializers["lens"] = Tensor::FromVector<int32_t>(std::vector<int32_t>(batch, seq), {batch});
+  } else {
+    rnn.inputs.resize(4);
+  }
+  // Y [seq, 1, batch, H] (layout 1: [batch, seq, 1, H]) -> Squeeze the direction axis -> batch first -> Gather.
+  std::vector<std::string> squeeze_inputs = {"y"};
+  if (k.squeeze_axes) squeeze_inputs.push_back(b.model.graph.initializers.emplace(
+      "dir_axis", Tensor::FromVector<int64_t>({k.layout ? 2 : 1}, {1})).first->first);
+  b.Add("Squeeze", squeeze_inputs, {"y_squeezed"});
+  std::string seq_last = "y_squeezed";
+  if (!k.layout) {
+    b.Add("Transpose", {"y_squeezed"}, {"y_batch_first"}, {{"perm", Attribute::Ints({1, 0, 2})}});
+    seq_last = "y_batch_first";
+  }
+  Node constant;
+  constant.op_type = "Constant";
+  constant.outputs = {"index"};
+  constant.attributes["value"] = Attribute::TensorValue(Tensor::FromVector<int64_t>({k.index}, {}));
+  b.model.graph.nodes.push_back(constant);
+  b.Add("Gather", {seq_last, "index"}, {"last"}, {{"axis", Attribute::Int(k.gather_axis)}});
+  b.Output(b.Linear("last", hidden, 3));
+  if (k.y_is_output) b.Output("y");
+  return b.model;
+}
+
+TEST(LastRecurrentStep, GatherOfTheLastStepReadsTheFinalState) {
+  const int64_t seq = 6, batch = 3, input = 5, hidden = 4;
+  const std::vector<LastStepCase> cases = {
+      {"lstm"},
+      {"gru_layout1", "GRU", "forward", 1},
+      {"rnn_static_last_index", "RNN", "forward", 0, seq - 1},
+      {"lstm_reverse_first_step", "LSTM", "reverse", 0, 0},
+      {"lstm_without_y_h", "LSTM", "forward", 0, -1, 1, true, false, false, false},
+      {"first_step_stays", "LSTM", "forward", 0, 0, 1, true, false, false, true, false},
+      {"reverse_last_step_stays", "LSTM", "reverse", 0, -1, 1, true, false, false, true, false},
+      {"batch_axis_stays", "LSTM", "forward", 0, -1, 0, true, false, false, true, false},
+      {"squeeze_of_every_unit_axis_stays", "LSTM", "forward", 0, -1, 1, false, false, false, true, false},
+      {"sequence_lens_stays", "LSTM", "forward", 0, -1, 1, true, true, false, true, false},
+      {"y_read_elsewhere_stays", "LSTM", "forward", 0, -1, 1, true, false, true, true, false},
+  };
+  for (const LastStepCase& k : cases) {
+    SCOPED_TRACE(k.name);
+    const Model original = LastStepModel(k, seq, batch, input, hidden);
+    Model rewritten = original;
+    EXPECT_EQ(ReadLastRecurrentStepFromFinalState(rewritten.graph, 17), k.rewritten ? 1u : 0u);
+    const Node* rnn = nullptr;
+    for (const Node& n : rewritten.graph.nodes)
+      if (n.op_type == k.op) rnn = &n;
+    ASSERT_NE(rnn, nullptr);
+    EXPECT_EQ(rnn->outputs.at(0).empty(), k.rewritten) << "Y is not written once the chain reads Y_h";
+    if (k.rewritten) {
+      ASSERT_GE(rnn->outputs.size(), 2u);
+      EXPECT_FALSE(rnn->outputs[1].empty());
+    }
+    const Shape x_shape = k.layout ? Shape{batch, seq, input} : Shape{seq, batch, input};
+    const std::map<std::string, Tensor> feeds = {{"x", RandomFloats(x_shape, 21)}};
+    const std::vector<Tensor> expected = Session(original).Run(feeds), actual = Session(rewritten).Run(feeds);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) ExpectTensorNear(actual[i], expected[i], 0.0, "output " + std::to_string(i));
+  }
 }
 
 }  // namespace

@@ -22,10 +22,11 @@ RELATIVE_TOLERANCE = 1e-4
 
 
 class Recurrent(torch.nn.Module):
-    def __init__(self, kind, layers, bidirectional, batch_first, initial_state, inputs=5, hidden=4, **extra):
+    def __init__(self, kind, layers, bidirectional, batch_first, initial_state, inputs=5, hidden=4, last_step=False,
+                 **extra):
         super().__init__()
         cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[kind]
-        self.kind, self.batch_first = kind, batch_first
+        self.kind, self.batch_first, self.last_step = kind, batch_first, last_step
         self.rnn = cls(inputs, hidden, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first,
                        **extra)
         states = layers * (2 if bidirectional else 1)
@@ -35,34 +36,47 @@ class Recurrent(torch.nn.Module):
 
     def forward(self, x):
         if self.h0 is None:
-            return self.rnn(x)[0]
-        batch = x.shape[0] if self.batch_first else x.shape[1]
-        h0 = self.h0.expand(-1, batch, -1).contiguous()
-        state = (h0, self.c0.expand(-1, batch, -1).contiguous()) if self.kind == "lstm" else h0
-        return self.rnn(x, state)[0]
+            y = self.rnn(x)[0]
+        else:
+            batch = x.shape[0] if self.batch_first else x.shape[1]
+            h0 = self.h0.expand(-1, batch, -1).contiguous()
+            state = (h0, self.c0.expand(-1, batch, -1).contiguous()) if self.kind == "lstm" else h0
+            y = self.rnn(x, state)[0]
+        if not self.last_step:
+            return y
+        return y[:, -1] if self.batch_first else y[-1]  # the sequence classifier's read of the last step
 
 
+# (name, kind, layers, bidirectional, batch_first, initial_state, extra, last_step): last_step reads only
+# Y's last time step (`y[:, -1]`), which generate-artifacts turns into a read of Y_h where the direction is
+# single (the training model's last recurrent node then writes no Y); a bidirectional Y's last step stays.
 CONFIGS = [
-    ("lstm_2layer_bidirectional_batch_first", "lstm", 2, True, True, True, {}),
-    ("lstm_1layer_forward", "lstm", 1, False, False, False, {}),
-    ("gru_2layer_bidirectional", "gru", 2, True, False, True, {}),
-    ("gru_1layer_batch_first", "gru", 1, False, True, False, {}),
-    ("rnn_2layer_bidirectional_batch_first", "rnn", 2, True, True, True, {}),
-    ("rnn_relu", "rnn", 1, True, False, False, {"nonlinearity": "relu"}),
+    ("lstm_2layer_bidirectional_batch_first", "lstm", 2, True, True, True, {}, False),
+    ("lstm_1layer_forward", "lstm", 1, False, False, False, {}, False),
+    ("gru_2layer_bidirectional", "gru", 2, True, False, True, {}, False),
+    ("gru_1layer_batch_first", "gru", 1, False, True, False, {}, False),
+    ("rnn_2layer_bidirectional_batch_first", "rnn", 2, True, True, True, {}, False),
+    ("rnn_relu", "rnn", 1, True, False, False, {"nonlinearity": "relu"}, False),
+    ("lstm_last_step_batch_first", "lstm", 1, False, True, False, {}, True),
+    ("gru_2layer_last_step_initial_states", "gru", 2, False, False, True, {}, True),
+    ("rnn_last_step_bidirectional", "rnn", 1, True, True, False, {}, True),
 ]
 # The float32 fast path at the sequential Fashion-MNIST sizes: (seq, batch, inputs), hidden.
 FLOAT32_CONFIGS = [
-    ("lstm_float32_batch_first", "lstm", 1, False, True, False, {}),
-    ("lstm_float32_2layer_bidirectional_initial_states", "lstm", 2, True, False, True, {}),
+    ("lstm_float32_batch_first", "lstm", 1, False, True, False, {}, False),
+    ("lstm_float32_2layer_bidirectional_initial_states", "lstm", 2, True, False, True, {}, False),
+    ("lstm_float32_last_step_batch_first", "lstm", 1, False, True, False, {}, True),
 ]
 FLOAT32_SIZES = ((28, 64, 28), 128)
 
 
-def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, initial_state, extra, float32=False):
+def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, initial_state, extra, last_step,
+          float32=False):
     torch.manual_seed(len(name))
     dtype, np_dtype = (torch.float32, np.float32) if float32 else (torch.float64, np.float64)
     (seq, batch, inputs), hidden = FLOAT32_SIZES if float32 else ((7, 3, 5), 4)
-    model = Recurrent(kind, layers, bidirectional, batch_first, initial_state, inputs, hidden, **extra).to(dtype)
+    model = Recurrent(kind, layers, bidirectional, batch_first, initial_state, inputs, hidden, last_step,
+                      **extra).to(dtype)
     shape = (batch, seq, inputs) if batch_first else (seq, batch, inputs)
     x = torch.randn(*shape, dtype=dtype)
     path = os.path.join(workdir, f"{name}.onnx")
@@ -75,6 +89,10 @@ def check(edgetrain, workdir, name, kind, layers, bidirectional, batch_first, in
         return [f"generate-artifacts failed: {r.stderr.strip()}"]
     target = torch.randn(*model(x).shape, dtype=dtype)
     training_model = os.path.join(art, "training_model.onnx")
+    recurrent = [n for n in onnx.load(training_model).graph.node if n.op_type in ("LSTM", "GRU", "RNN")]
+    writes_y = bool(recurrent[-1].output) and recurrent[-1].output[0] != ""
+    if writes_y == (last_step and not bidirectional):
+        return [f"the last recurrent node {'writes' if writes_y else 'does not write'} Y"]
     feeds = {}
     for init in onnx.load(path).graph.initializer:
         feeds[init.name] = onnx.numpy_helper.to_array(init)

@@ -1,4 +1,5 @@
 #include "ir/passes.hpp"
+#include "ir/rewriter.hpp"
 #include "ir/scope.hpp"
 
 #include <algorithm>
@@ -80,100 +81,6 @@ size_t FoldConstants(Graph& graph, const NodeEvaluator& evaluate, const std::fun
 }
 
 namespace {
-
-// How many times each value is read: by node inputs (subgraphs included) and as a graph output.
-void CountReads(const Graph& graph, std::unordered_map<std::string, size_t>& reads) {
-  for (const auto& n : graph.nodes) {
-    for (const auto& i : n.inputs)
-      if (!i.empty()) ++reads[i];
-    for (const Graph* sub : Subgraphs(n)) CountReads(*sub, reads);
-  }
-  for (const auto& o : graph.outputs) ++reads[o.name];
-}
-
-// The rewrites of one fusion pass: which node produces each value, how often each value is read,
-// and the nodes a fusion absorbed (dropped at the end).
-class Rewriter {
- public:
-  explicit Rewriter(Graph& graph) : graph_(graph), removed_(graph.nodes.size(), false) {
-    CountReads(graph, reads_);
-    for (size_t k = 0; k < graph.nodes.size(); ++k)
-      for (const auto& o : graph.nodes[k].outputs)
-        if (!o.empty()) producer_[o] = k;
-  }
-
-  // The default-domain node of type `op_type` whose only output is `value` and that nothing but one
-  // reader reads; null otherwise.
-  Node* SoleProducer(const std::string& value, const char* op_type) {
-    Node* n = Producer(value);
-    if (!n || !n->domain.empty() || n->op_type != op_type || n->outputs.size() != 1) return nullptr;
-    return reads_[value] == 1 ? n : nullptr;
-  }
-
-  // The node that makes `value` while it is still in the graph; null for an input or initializer.
-  Node* Producer(const std::string& value) {
-    auto it = producer_.find(value);
-    return it == producer_.end() || removed_[it->second] ? nullptr : &graph_.nodes[it->second];
-  }
-
-  // `producer` takes over output 0 of `last`, which goes away with the nodes `between` them.
-  void Absorb(Node& producer, size_t last, std::initializer_list<const Node*> between = {}) {
-    producer.outputs.assign(1, graph_.nodes[last].outputs[0]);
-    producer_[producer.outputs[0]] = static_cast<size_t>(&producer - graph_.nodes.data());
-    removed_[last] = true;
-    for (const Node* n : between) removed_[static_cast<size_t>(n - graph_.nodes.data())] = true;
-    ++count_;
-  }
-
-  size_t Reads(const std::string& value) {
-    auto it = reads_.find(value);
-    return it == reads_.end() ? 0 : it->second;
-  }
-
-  // True for an initializer a feed cannot override.
-  bool IsConstant(const std::string& value) const {
-    if (!graph_.IsInitializer(value)) return false;
-    for (const auto& in : graph_.inputs)
-      if (in.name == value) return false;
-    return true;
-  }
-
-  // One read of `value` went away: an initializer nothing reads any more (and no feed overrides) goes.
-  void DropRead(const std::string& value) {
-    if (--reads_[value] == 0 && IsConstant(value)) graph_.initializers.erase(value);
-  }
-
-  // A name no value of the graph has yet, from `base`.
-  std::string FreshName(const std::string& base) {
-    if (used_names_.empty()) {
-      for (const auto& [name, t] : graph_.initializers) used_names_.insert(name);
-      for (const auto& in : graph_.inputs) used_names_.insert(in.name);
-      for (const auto& n : graph_.nodes) {
-        used_names_.insert(n.inputs.begin(), n.inputs.end());
-        used_names_.insert(n.outputs.begin(), n.outputs.end());
-      }
-    }
-    std::string name = base;
-    for (int k = 1; used_names_.count(name); ++k) name = base + "_" + std::to_string(k);
-    used_names_.insert(name);
-    return name;
-  }
-
-  size_t Finish() {
-    std::vector<Node> kept;
-    for (size_t k = 0; k < graph_.nodes.size(); ++k)
-      if (!removed_[k]) kept.push_back(std::move(graph_.nodes[k]));
-    graph_.nodes = std::move(kept);
-    return count_;
-  }
-
- private:
-  Graph& graph_;
-  std::vector<bool> removed_;
-  std::unordered_map<std::string, size_t> reads_, producer_;
-  std::unordered_set<std::string> used_names_;
-  size_t count_ = 0;
-};
 
 // True for a BatchNormalization that normalizes with its running statistics and writes only Y.
 bool IsInferenceBatchNorm(const Node& bn) {
@@ -441,4 +348,3 @@ size_t KeepRecurrentTraces(Graph& graph) {
 }
 
 }  // namespace edgetrain
-
