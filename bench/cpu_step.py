@@ -13,8 +13,9 @@ import subprocess
 import sys
 
 
-def cpu_seconds(cmd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+def cpu_seconds(cmd, env=None):
+    """CPU seconds (user + system, every thread) of running `cmd` to its end; exits on a failure."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:

@@ -5,8 +5,10 @@ edgetrain (`edgetrain generate-artifacts`, then `train_step_bench train`: train 
 lazy gradient reset) against PyTorch's `nn.LSTM` in its best configuration (OpenBLAS forced onto this
 CPU's kernel with OPENBLAS_CORETYPE as bench/zoo.py does; the kernel it ran is printed), in alternating
 rounds, each round's median step and the ratio of each round. Target: edgetrain <= 0.5x PyTorch.
+--cpu measures CPU time per step instead of wall time (steadier on a shared machine): each side runs
+10 and 60 steps and the difference of the two processes' CPU time is divided by 50 (bench/cpu_step.py).
 
-    /usr/bin/python3 bench/lstm_step.py [--build build] [--rounds 5] [--quick]
+    /usr/bin/python3 bench/lstm_step.py [--build build] [--rounds 5] [--quick] [--cpu]
 """
 import argparse
 import json
@@ -20,6 +22,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import zoo  # noqa: E402  (torch_env, openblas_kernel: the PyTorch peer's configuration)
+from cpu_step import cpu_seconds  # noqa: E402
 
 BATCH, STEPS, FEATURES, HIDDEN, CLASSES = 64, 28, 28, 128, 10
 
@@ -89,6 +92,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget-s", type=float, default=3.0, help="timed seconds per side and round")
     p.add_argument("--quick", action="store_true", help="check the harness only (one short round)")
+    p.add_argument("--cpu", action="store_true", help="CPU time per step (60-step minus 10-step run) instead of wall")
     sub = p.add_subparsers(dest="child")
     e = sub.add_parser("export")
     e.add_argument("path")
@@ -112,9 +116,27 @@ def main():
         subprocess.run([sys.executable, __file__, "export", forward], check=True, capture_output=True)
         subprocess.run([cli, "generate-artifacts", forward, "-o", art], check=True, capture_output=True)
         ours_ms, theirs_ms, kernel = [], [], None
+        ours_cmd = [bench_bin, "train", art, "--batch", str(BATCH), "--threads", "1"]
+        theirs_cmd = [sys.executable, __file__, "torch"]
+        if a.cpu:
+            torch_env = dict(os.environ, **zoo.torch_env(1))
+            theirs = run_json(theirs_cmd + ["--min-steps", "1", "--max-steps", "1"], env=zoo.torch_env(1))
+            kernel = theirs["openblas_kernel"]
         for k in range(rounds):
-            ours = run_json([bench_bin, "train", art, "--batch", str(BATCH), "--threads", "1", *timing])
-            theirs = run_json([sys.executable, __file__, "torch", *timing], env=zoo.torch_env(1))
+            if a.cpu:
+                n1, n2 = (2, 6) if a.quick else (10, 60)
+                per_step = []
+                for cmd, env in ((ours_cmd, dict(os.environ, OMP_NUM_THREADS="1")), (theirs_cmd, torch_env)):
+                    t1, t2 = (cpu_seconds(cmd + ["--warmup", "3", "--min-steps", str(n), "--max-steps", str(n),
+                                                 "--budget-s", "0"], env=env) for n in (n1, n2))
+                    per_step.append(1e3 * (t2 - t1) / (n2 - n1))
+                ours_ms.append(per_step[0])
+                theirs_ms.append(per_step[1])
+                print(f"round {k + 1}: CPU per step edgetrain {per_step[0]:.2f} ms, PyTorch {per_step[1]:.2f} ms, "
+                      f"ratio {per_step[0] / per_step[1]:.2f}x", flush=True)
+                continue
+            ours = run_json(ours_cmd + timing)
+            theirs = run_json(theirs_cmd + timing, env=zoo.torch_env(1))
             ours_ms.append(ours["median_ms"])
             theirs_ms.append(theirs["median_ms"])
             kernel = theirs["openblas_kernel"]
@@ -125,7 +147,8 @@ def main():
     env = zoo.torch_env(1)
     print(f"PyTorch {theirs['torch']} with OPENBLAS_CORETYPE={env.get('OPENBLAS_CORETYPE', '(unset)')}: "
           f"OpenBLAS ran its {kernel} kernel; mkldnn available: {theirs['mkldnn']}")
-    print(f"LSTM training step, batch {BATCH}, 1 thread, {rounds} rounds: edgetrain {min(ours_ms):.2f}-"
+    what = "CPU time per training step" if a.cpu else "LSTM training step"
+    print(f"{what}, batch {BATCH}, 1 thread, {rounds} rounds: edgetrain {min(ours_ms):.2f}-"
           f"{max(ours_ms):.2f} ms, PyTorch {min(theirs_ms):.2f}-{max(theirs_ms):.2f} ms; ratio per round "
           f"{', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x, "
           f"best-vs-best {min(ours_ms) / min(theirs_ms):.2f}x); target <= 0.5x: "
