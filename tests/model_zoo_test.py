@@ -77,6 +77,12 @@ ZOO = {
                                          window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10),
              32, ["head.weight", "head.bias"]),
 }
+# The batch's random seed, 1 unless named here. GoogLeNet at 64 px has ReLU inputs and max-pool runner-ups
+# within about 2e-7 of their kinks (relative to the layer's largest value) for every seed: at seed 1 ONNX
+# Runtime's float32 kernels on an AVX-512 CPU tip one that none of the five float32 PyTorch runs tips (its
+# gradients upstream of inception4b.branch1 then miss the float64 ones by 2e-2 to 2e-1, 1577x PyTorch's own
+# error; edgetrain's are at 1.1x). Seed 2 has the widest margin of seeds 1-15 (6.4e-7).
+DATA_SEEDS = {"googlenet": 2}
 
 
 def deterministic(model):
@@ -184,7 +190,7 @@ def check_model(name, edgetrain, workdir, modes, backends, use_ort, opset=17):
     ctor, size, head = ZOO[name]
     torch.manual_seed(0)
     model = deterministic(ctor())
-    generator = torch.Generator().manual_seed(1)
+    generator = torch.Generator().manual_seed(DATA_SEEDS.get(name, 1))
     batch = torch.randn(BATCH, 3, size, size, generator=generator)
     labels = torch.arange(BATCH) % 10
     path = os.path.join(workdir, f"{name}.onnx")
