@@ -224,12 +224,10 @@ Artifacts BuildArtifacts(const Model& forward_model, const ArtifactOptions& opti
   params.insert(params.end(), out.states.begin(), out.states.end());
   for (const auto& p : params) out.initial_values[p] = g0.initializers.at(p);
   {  // `rnn(x)[0][:, -1]` reads Y_h, so that Y is neither kept nor differentiated; requested values keep their meaning
-    const std::vector<ValueInfo> outputs = forward.graph.outputs;
     std::vector<std::string> requested = predictions;
     requested.insert(requested.end(), options.additional_outputs.begin(), options.additional_outputs.end());
-    for (const auto& name : requested) forward.graph.outputs.emplace_back().name = name;
-    ReadLastRecurrentStepFromFinalState(forward.graph, std::max<int64_t>(forward.OpsetFor(""), kTrainingOpset));
-    forward.graph.outputs = outputs;
+    ReadLastRecurrentStepFromFinalState(forward.graph, std::max<int64_t>(forward.OpsetFor(""), kTrainingOpset),
+                                        requested);
   }
 
   auto build = [&](bool training) {

@@ -77,8 +77,9 @@ bool FollowAxis(Rewriter& rewriter, const Graph& graph, const Node& n, int64_t& 
 
 }  // namespace
 
-size_t ReadLastRecurrentStepFromFinalState(Graph& graph, int64_t opset) {
+size_t ReadLastRecurrentStepFromFinalState(Graph& graph, int64_t opset, const std::vector<std::string>& keep) {
   Rewriter rewriter(graph);
+  const std::unordered_set<std::string> kept(keep.begin(), keep.end());
   std::vector<std::pair<size_t, Node>> unsqueezes;  // new nodes, each to go after the recurrent node at index first
   size_t count = 0;
   for (Node& gather : graph.nodes) {
@@ -86,7 +87,7 @@ size_t ReadLastRecurrentStepFromFinalState(Graph& graph, int64_t opset) {
     std::vector<Node*> chain;  // from the Gather's data back towards Y
     std::string value = gather.inputs[0];
     Node* rnn = nullptr;
-    for (int depth = 0; depth < 8 && rewriter.Reads(value) == 1; ++depth) {
+    for (int depth = 0; depth < 8 && rewriter.Reads(value) == 1 && !kept.count(value); ++depth) {
       Node* p = rewriter.Producer(value);
       if (!p || !p->domain.empty()) break;
       if ((p->op_type == "LSTM" || p->op_type == "GRU" || p->op_type == "RNN") && !p->outputs.empty() &&
