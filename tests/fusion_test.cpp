@@ -552,6 +552,17 @@ TEST(RecurrentFastPath, LstmFloat32MatchesFloat64ReferenceWithAndWithoutKeptTrac
     EXPECT_EQ(trace.numel(), k.short_lengths ? 0 : dirs * seq * batch * (7 * hidden + input + 1)) << k.name;
     const std::vector<Tensor> expected = reference.Run(doubles), kept = fused.Run(floats), again = unfused.Run(floats);
     ASSERT_EQ(kept.size(), expected.size());
+    // The fused run writes the gate gradients over the trace, its last reader. With the trace also a graph
+    // output, the LSTMGrad must leave it whole: the forward's own trace, and the same gradients.
+    Model forward_only = traced;
+    forward_only.graph.nodes.resize(1);
+    forward_only.graph.outputs = {traced.graph.outputs.back()};
+    const Tensor alone = Session(forward_only, plain).Run(floats).at(0);
+    const std::vector<Tensor> with_trace = Session(traced, plain).Run(floats);
+    ASSERT_EQ(with_trace.size(), kept.size() + 1);
+    EXPECT_EQ(with_trace.back().ToDoubleVector(), alone.ToDoubleVector()) << k.name << ": the fetched trace";
+    for (size_t i = 0; i < kept.size(); ++i)
+      EXPECT_EQ(with_trace[i].ToDoubleVector(), kept[i].ToDoubleVector()) << k.name << " output " << i;
     for (size_t i = 0; i < expected.size(); ++i) {
       const std::string label = k.name + " output " + model32.graph.outputs[i].name;
       ExpectValuesNear(kept[i], expected[i].shape(), expected[i].ToDoubleVector(), 2e-5, label + " (trace kept)");

@@ -112,7 +112,9 @@ EDGETRAIN_GEMM_INLINE void PackB(const Operands<T>& g, int64_t p0, int64_t kc, i
 // C tile (rows x cols) = alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not
 // leak through). Written once with GCC/Clang vector extensions: SSE2, AVX2+FMA, AVX-512, NEON and
 // WASM SIMD128 are the same source compiled for different vector widths.
-template <typename T, int MR, int NV, int Bytes>
+// RowsUsed < MR: an edge tile whose strip (still MR wide) holds at most RowsUsed rows; only those are
+// computed.
+template <typename T, int MR, int NV, int Bytes, int RowsUsed = MR>
 EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
                                        int64_t ldc, int64_t rows, int64_t cols, T alpha, T beta) {
   typedef T V __attribute__((vector_size(Bytes)));
@@ -128,7 +130,7 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + p * NR + j * L, sizeof(V));
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < RowsUsed; ++i) {
       const T av = a[p * MR + i];
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
@@ -163,6 +165,20 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
   }
 }
 
+// One register tile; a strip's last rows (M not a multiple of MR) run a kernel that computes a third or
+// half of MR rows where that covers them, not the whole MR (M = 64 on MR = 12: 64 rows of work, not 72).
+template <typename T, int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows, int64_t cols,
+                                T alpha, T beta) {
+  if constexpr (MR % 3 == 0 && MR >= 6) {
+    if (rows <= MR / 3) return MicroKernel<T, MR, NV, Bytes, MR / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta);
+  }
+  if constexpr (MR % 2 == 0) {
+    if (rows <= MR / 2) return MicroKernel<T, MR, NV, Bytes, MR / 2>(kc, a, b, c, ldc, rows, cols, alpha, beta);
+  }
+  MicroKernel<T, MR, NV, Bytes>(kc, a, b, c, ldc, rows, cols, alpha, beta);
+}
+
 // The blocked algorithm on one thread: loops over N panels, K panels (packing B), M blocks
 // (packing A), then register tiles.
 template <typename T, int MR, int NV, int Bytes>
@@ -189,7 +205,7 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
           const int64_t cols = std::min<int64_t>(NR, nc - js);
           for (int64_t is = 0; is < mc; is += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - is);
-            MicroKernel<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js,
+            RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js,
                                           g.ldc, rows, cols, g.alpha, beta);
           }
         }
@@ -217,7 +233,7 @@ EDGETRAIN_GEMM_INLINE void PrePackedImpl(const Operands<T>& g, const T* packed, 
       for (int64_t js = 0; js < g.n; js += NR) {
         const int64_t cols = std::min<int64_t>(NR, g.n - js);
         for (int64_t is = 0; is < mc; is += MR)
-          MicroKernel<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, panel + js * kc, g.c + (i0 + is) * g.ldc + js,
+          RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, panel + js * kc, g.c + (i0 + is) * g.ldc + js,
                                         g.ldc, std::min<int64_t>(MR, mc - is), cols, g.alpha, beta);
       }
     }

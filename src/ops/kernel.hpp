@@ -95,6 +95,14 @@ class KernelContext {
     return false;
   }
 
+  // True when the kernel may use input i's memory as scratch while it runs: a value no later step, caller
+  // or other input of this node reads (a fed value as for InputMayBeOverwritten, or an intermediate at its
+  // last read). Unlike InputMayBeOverwritten, no output may be left in that memory.
+  virtual bool InputMayBeClobbered(size_t i) const {
+    (void)i;
+    return false;
+  }
+
   // True when input i is a constant of the session (an initializer no feed can override): the same
   // values on every run, so a kernel may keep a transformed copy in its NodeState.
   virtual bool InputIsConstant(size_t i) const {

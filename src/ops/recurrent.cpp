@@ -506,10 +506,10 @@ ET_LSTM_INLINE void ForwardRowImpl(int64_t H, const float* __restrict pre, float
 // tanh of c after it `tc`: dh is the gradient at h (dy added when not null), dc the one at c (replaced by
 // the one at cp); writes the pre-activation gradients dg (4H).
 template <int Bytes>
-ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* __restrict a, const float* __restrict cp,
+ET_LSTM_INLINE void BackwardRowImpl(int64_t H, const float* a, const float* __restrict cp,
                                     const float* __restrict tc, const float* __restrict dh,
                                     const float* __restrict dy, float* __restrict dc,
-                                    float* __restrict dg) {
+                                    float* dg) {
   using V = Vec<Bytes>;
   using F = typename V::F;
   constexpr int L = V::kLanes;
@@ -547,12 +547,24 @@ __attribute__((target("avx2,fma"))) void BackwardRowAvx2(int64_t H, const float*
                                                          const float* dh, const float* dy, float* dc, float* dg) {
   BackwardRowImpl<32>(H, a, cp, tc, dh, dy, dc, dg);
 }
+__attribute__((target("avx512f,avx2,fma"))) void ForwardRowAvx512(int64_t H, const float* pre, float* a,
+                                                                  const float* cp, float* h, float* c, float* tc,
+                                                                  float* y) {
+  ForwardRowImpl<64>(H, pre, a, cp, h, c, tc, y);
+}
+__attribute__((target("avx512f,avx2,fma"))) void BackwardRowAvx512(int64_t H, const float* a, const float* cp,
+                                                                   const float* tc, const float* dh, const float* dy,
+                                                                   float* dc, float* dg) {
+  BackwardRowImpl<64>(H, a, cp, tc, dh, dy, dc, dg);
+}
 void ForwardRow(int64_t H, const float* pre, float* a, const float* cp, float* h, float* c, float* tc, float* y) {
+  if (CpuHasAvx512()) return ForwardRowAvx512(H, pre, a, cp, h, c, tc, y);
   if (CpuHasAvx2Fma()) return ForwardRowAvx2(H, pre, a, cp, h, c, tc, y);
   ForwardRowImpl<16>(H, pre, a, cp, h, c, tc, y);
 }
 void BackwardRow(int64_t H, const float* a, const float* cp, const float* tc, const float* dh, const float* dy,
                  float* dc, float* dg) {
+  if (CpuHasAvx512()) return BackwardRowAvx512(H, a, cp, tc, dh, dy, dc, dg);
   if (CpuHasAvx2Fma()) return BackwardRowAvx2(H, a, cp, tc, dh, dy, dc, dg);
   BackwardRowImpl<16>(H, a, cp, tc, dh, dy, dc, dg);
 }
@@ -614,8 +626,10 @@ int64_t FastLstmForwardWork(const Config& c) {
   const int64_t xh = c.input + 1 + c.hidden;
   return c.GH() * xh + PackedGemmBSize<float>(xh, c.GH()) + c.batch * c.GH();
 }
-int64_t FastLstmBackwardWork(const Config& c) {
-  return c.seq * c.batch * c.GH() + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH() +
+// With gates_in_trace the backward writes the gate gradients over the trace's gates (each row read just
+// before): no [rows, 4H] buffer of its own, whose cold lines would be fetched only to be overwritten.
+int64_t FastLstmBackwardWork(const Config& c, bool gates_in_trace) {
+  return (gates_in_trace ? 0 : c.seq * c.batch * c.GH()) + 2 * c.batch * c.hidden + (c.input + 1 + c.hidden) * c.GH() +
          (UseDnnl() ? 0 : PackedGemmBSize<float>(c.GH(), c.hidden));
 }
 
@@ -679,19 +693,21 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
 }
 
 // Backward of every direction from the trace; dx, dw, dr, db, dh0, dc0 are the LSTMGrad outputs (dx, dh0
-// and dc0 may be null: not requested).
-void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace, const float* dy,
-                      const float* dyh, const float* dyc, float* dx, float* dw, float* dr, float* db, float* dh0,
-                      float* dc0, float* work) {
+// and dc0 may be null: not requested). `clobbered_trace`: the trace itself when it may be overwritten
+// (FastLstmBackwardWork's gates_in_trace), else null.
+void FastLstmBackward(const Config& c, const Inputs<float>& in, ThreadPool* pool, const float* trace,
+                      float* clobbered_trace, const float* dy, const float* dyh, const float* dyc, float* dx, float* dw,
+                      float* dr, float* db, float* dh0, float* dc0, float* work) {
   const int64_t H = c.hidden, GH = c.GH(), B = c.batch, I = c.input, rows = c.seq * B;
   const int64_t step_rows = c.layout_batch_first ? c.seq : 1;
-  float* dgates = work;  // [rows, GH] in X's row order
-  float* dh = dgates + rows * GH;
+  float* dgates = clobbered_trace ? nullptr : work;  // [rows, GH] in X's row order
+  float* dh = clobbered_trace ? work : dgates + rows * GH;
   float* dc = dh + B * H;
   float* dwrb = dc + B * H;  // [I + 1 + H, GH]
   float* packed_r = dwrb + (I + 1 + H) * GH;
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<const float> tr(c, trace, d);
+    if (clobbered_trace) dgates = FastLstmTrace<float>(c, clobbered_trace, d).gates;
     const int64_t XH = tr.xh_cols;
     const float* r = in.r + d * GH * H;
     if (!UseDnnl()) PackGemmB(false, GH, H, r, H, packed_r);
@@ -836,20 +852,23 @@ void BackwardTyped(KernelContext& ctx, Cell cell) {
       const size_t trace_size = static_cast<size_t>(FastLstmTraceSize(c));
       const bool kept = ctx.HasInput(11) && ctx.Input(11).dtype() == DataType::kFloat32 &&
                         ctx.Input(11).numel() == FastLstmTraceSize(c);
-      const size_t work = static_cast<size_t>(FastLstmBackwardWork(c));
+      const bool clobber = !kept || ctx.InputMayBeClobbered(11);  // a trace of its own is always scratch
+      const size_t work = static_cast<size_t>(FastLstmBackwardWork(c, clobber));
       const size_t states = static_cast<size_t>(c.dirs * B * H);
       const size_t forward_work = static_cast<size_t>(FastLstmForwardWork(c));
       NodeScratch<float> scratch(ctx, work + (kept ? 0 : trace_size + 2 * states + forward_work));
       const float* trace = nullptr;
+      float* clobbered = nullptr;
       if (kept) {
         trace = ctx.Input(11).data<float>();
+        if (clobber) clobbered = const_cast<float*>(trace);
       } else {  // run the forward again for its trace
         float* own = scratch.Take(trace_size).data();
         float* yh = scratch.Take(states).data();
         FastLstmForward(c, in, pool, nullptr, yh, scratch.Take(states).data(), own, scratch.Take(forward_work).data());
-        trace = own;
+        trace = clobbered = own;
       }
-      FastLstmBackward(c, in, pool, trace, dy, dyh, dyc, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
+      FastLstmBackward(c, in, pool, trace, clobbered, dy, dyh, dyc, ctx.HasOutput(0) ? dx : nullptr, dw, dr, db,
                        ctx.HasOutput(4) ? dh0 : nullptr, ctx.HasOutput(5) ? dc0 : nullptr, scratch.Take(work).data());
       return;
     }

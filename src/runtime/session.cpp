@@ -136,6 +136,7 @@ class StepContext final : public KernelContext {
 
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) override;
   bool InputMayBeOverwritten(size_t i) const override;
+  bool InputMayBeClobbered(size_t i) const override;
   bool InputIsConstant(size_t i) const override;
   KeptState* NodeState() override { return state_; }
 
@@ -397,6 +398,20 @@ class GraphExecutor {
   bool MayOverwrite(size_t k, size_t input) const {
     const size_t slot = steps_[k].inputs[input];
     return slot != kNoSlot && overwritable_[slot] && last_use_[slot] == static_cast<int64_t>(k);
+  }
+
+  bool MayClobber(size_t k, size_t input) const {
+    const std::vector<size_t>& inputs = steps_[k].inputs;
+    const size_t slot = inputs[input];
+    if (slot == kNoSlot) return false;
+    const size_t root = view_root_[slot];
+    const bool dead_after = overwritable_[slot] ? MayOverwrite(k, input)
+                                                : !pinned_[root] && !bound_[root].defined() &&
+                                                      last_use_[root] == static_cast<int64_t>(k);
+    if (!dead_after) return false;
+    for (size_t j = 0; j < inputs.size(); ++j)
+      if (j != input && inputs[j] != kNoSlot && view_root_[inputs[j]] == root) return false;
+    return true;
   }
 
   std::vector<RuntimeValue> RunSubgraph(const Graph& graph, const std::vector<RuntimeValue>& inputs) {
@@ -826,6 +841,10 @@ std::vector<RuntimeValue> StepContext::RunSubgraph(const Graph& graph, const std
 
 bool StepContext::InputMayBeOverwritten(size_t i) const {
   return executor_ != nullptr && i < inputs_.size() && executor_->MayOverwrite(step_, i);
+}
+
+bool StepContext::InputMayBeClobbered(size_t i) const {
+  return executor_ != nullptr && i < inputs_.size() && executor_->MayClobber(step_, i);
 }
 
 bool StepContext::InputIsConstant(size_t i) const {
