@@ -393,6 +393,69 @@ TEST_F(Fusion, SiluNeedsTheSigmoidReadOnlyByTheMulOfItsInput) {
   ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 5}, 28, -4.0, 4.0)}}, "Sigmoid,Mul,Sigmoid,Mul,Neg,Sigmoid,Mul");
 }
 
+// The gradient of a tensor cut into slices along one axis and put back in another order (PyTorch's LSTM
+// and GRU exports reorder their gates so): SliceGrads that tile the axis, summed, become one Concat.
+struct SliceGradPiece {
+  int64_t start, end, step = 1;
+  const char* domain = kEdgetrainDomain;
+};
+// x [6, 4] split into rows [0, 2), [2, 5), [5, 6); each piece goes to its SliceGrad; their Sum is the output.
+ModelBuilder SummedSliceGrads(const std::vector<SliceGradPiece>& pieces, int64_t axis = 0,
+                              bool piece_also_output = false) {
+  ModelBuilder b({6, 4});
+  b.model.opsets = {{"", 17}, {kEdgetrainDomain, 1}, {kMicrosoftDomain, 1}};
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    b.model.graph.initializers[name] = Tensor::FromVector<int64_t>(std::move(v), {n});
+    return name;
+  };
+  b.Add("Split", {"x", ints("sizes", {2, 3, 1})}, {"p0", "p1", "p2"});
+  std::vector<std::string> grads;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const std::string id = std::to_string(k);
+    Node& grad = b.Add("SliceGrad",
+                       {"p" + id, ints("shape", {6, 4}), ints("starts" + id, {pieces[k].start}),
+                        ints("ends" + id, {pieces[k].end}), ints("axes" + id, {axis}),
+                        ints("steps" + id, {pieces[k].step})},
+                       {"g" + id});
+    grad.domain = pieces[k].domain;
+    grad.opset = 1;
+    grads.push_back(grad.outputs[0]);
+  }
+  b.Output(b.Add("Sum", grads, {"sum"}).outputs[0]);
+  if (piece_also_output) b.Output(grads[0]);
+  return b;
+}
+
+TEST_F(Fusion, SummedSliceGradientsThatTileAnAxisBecomeOneConcat) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({6, 4}, 41)}};
+  // p0 (2 rows) lands at rows 3-4, p1 (3 rows) at 0-2, p2 at the last row: written as -1 to "past the end".
+  const int64_t past_end = std::numeric_limits<int64_t>::max();
+  ExpectFusion(SummedSliceGrads({{3, 5}, {0, 3, 1, kMicrosoftDomain}, {-1, past_end}}).model, feeds, "Split,Concat");
+  SessionOptions fuse;
+  const Tensor sum = Session(SummedSliceGrads({{3, 5}, {0, 3}, {5, 6}}).model, fuse).Run(feeds).at(0);
+  const std::vector<double> x = feeds.at("x").ToDoubleVector(), y = sum.ToDoubleVector();
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t r = 0; r < 6; ++r)  // the rows of x in the order p1, p0, p2
+    for (size_t c = 0; c < 4; ++c) {
+      const size_t from = r < 3 ? r + 2 : r < 5 ? r - 3 : 5;
+      EXPECT_EQ(y[r * 4 + c], x[from * 4 + c]) << "row " << r;
+    }
+}
+
+TEST_F(Fusion, SliceGradientsStaySummedUnlessTheyTileTheAxisAlone) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({6, 4}, 42)}};
+  const std::string unfused = "Split,SliceGrad,SliceGrad,SliceGrad,Sum";
+  SCOPED_TRACE("a gap, an overlap, a step of 2, a piece read by the graph too");
+  ExpectFusion(SummedSliceGrads({{4, 6}, {0, 3}, {5, 6}}).model, feeds, unfused);
+  ExpectFusion(SummedSliceGrads({{2, 4}, {0, 3}, {5, 6}}).model, feeds, unfused);
+  ExpectFusion(SummedSliceGrads({{3, 5}, {0, 3}, {5, 6, 2}}).model, feeds, unfused);
+  ExpectFusion(SummedSliceGrads({{3, 5}, {0, 3}, {5, 6}}, 0, true).model, feeds, unfused);
+  ModelBuilder fed = SummedSliceGrads({{3, 5}, {0, 3}, {5, 6}});
+  fed.Overridable("starts1");  // a feed may change where a piece goes
+  ExpectFusion(fed.model, feeds, unfused);
+}
+
 // A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;
 // any runtime that inlines it computes what the kernel does.
 TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {

@@ -51,6 +51,13 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm
 // nothing but the Mul reads the Sigmoid's output. Returns the number of fusions.
 size_t FuseSilu(Graph& graph);
 
+// Replaces Sum(SliceGrad(dY_1, ...), ..., SliceGrad(dY_n, ...)) by Concat(dY...) along the sliced axis when
+// the SliceGrads (ai.edgetrain or com.microsoft) take constant step-1 slices of one axis of one constant
+// shape that tile it without gaps or overlap, and nothing but the Sum reads them: the gradient of a tensor
+// cut into pieces and put back in another order (the gate reordering of PyTorch's LSTM/GRU exports), one
+// copy instead of a zero-filled tensor per piece and their sum. Returns the number of rewrites.
+size_t JoinSliceGradients(Graph& graph);
+
 // Takes 2-D transposes out of matrix products: a Transpose of a Transpose that restores its input is read
 // past; MatMul(A, Transpose(W)) and MatMul(Transpose(W), B) of 2-D float32/float64 W become com.microsoft
 // FusedMatMul with transB/transA (when `fused_matmul`); Transpose(Gemm(A, B)) of a Gemm without C that

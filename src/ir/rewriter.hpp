@@ -57,6 +57,16 @@ class Rewriter {
     ++count_;
   }
 
+  // One more read of `value` (a rewrite made a node read it).
+  void AddRead(const std::string& value) { ++reads_[value]; }
+
+  // `n` goes; the reads of its inputs go with it.
+  void Remove(const Node& n) {
+    removed_[static_cast<size_t>(&n - graph_.nodes.data())] = true;
+    for (const std::string& input : n.inputs)
+      if (!input.empty()) DropRead(input);
+  }
+
   size_t Reads(const std::string& value) {
     auto it = reads_.find(value);
     return it == reads_.end() ? 0 : it->second;

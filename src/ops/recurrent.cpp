@@ -624,7 +624,8 @@ int64_t FastLstmTraceSize(const Config& c) {
 // product (64x128x512) is the other way round (oneDNN 74, ours 64), so R is packed only without oneDNN.
 int64_t FastLstmForwardWork(const Config& c) {
   const int64_t xh = c.input + 1 + c.hidden;
-  return c.GH() * xh + PackedGemmBSize<float>(xh, c.GH()) + c.batch * c.GH();
+  return c.GH() * xh + PackedGemmBSize<float>(xh, c.GH()) + PackedGemmBSize<float>(c.input + 1, c.GH()) +
+         c.batch * c.GH();
 }
 // With gates_in_trace the backward writes the gate gradients over the trace's gates (each row read just
 // before): no [rows, 4H] buffer of its own, whose cold lines would be fetched only to be overwritten.
@@ -649,9 +650,10 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
   const int64_t XH = I + 1 + H;
   float* wall = work;  // [GH, XH]: W, both biases, R
   float* packed = wall + GH * XH;
+  float* packed_x = packed + PackedGemmBSize<float>(XH, GH);  // [W | Wb + Rb] alone: a first step from h = 0
   // One step's pre-activations: the product writes them here, where they stay in cache for the gate math
   // (not into the trace, whose lines are cold).
-  float* pre = packed + PackedGemmBSize<float>(XH, GH);
+  float* pre = packed_x + PackedGemmBSize<float>(I + 1, GH);
   for (int64_t d = 0; d < c.dirs; ++d) {
     const FastLstmTrace<float> tr(c, trace, d);
     const float* w = in.w + d * GH * I;
@@ -667,6 +669,7 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
       std::copy_n(r + g * H, H, wall + g * XH + I + 1);
     }
     PackGemmB(true, XH, GH, wall, XH, packed);
+    if (!in.h0) PackGemmB(true, I + 1, GH, wall, XH, packed_x);
     for (int64_t s = 0; s < c.seq; ++s) {
       const int64_t t = c.Reversed(d) ? c.seq - 1 - s : s;
       const int64_t next = c.Reversed(d) ? t - 1 : t + 1;
@@ -678,7 +681,9 @@ void FastLstmForward(const Config& c, const Inputs<float>& in, ThreadPool* pool,
           if (in.h0) std::copy_n(in.h0 + c.StateOffset(d, b), H, hb); else std::fill_n(hb, H, 0.0f);
           if (in.c0) std::copy_n(in.c0 + c.StateOffset(d, b), H, cb); else std::fill_n(cb, H, 0.0f);
         }
-      GemmPackedB(false, B, GH, XH, 1.0f, tr.xh + row0 * XH, step_rows * XH, packed, 0.0f, pre, GH, pool);
+      const bool from_zero = s == 0 && !in.h0;  // R h_{t-1} is 0: the product stops before the h columns
+      GemmPackedB(false, B, GH, from_zero ? I + 1 : XH, 1.0f, tr.xh + row0 * XH, step_rows * XH,
+                  from_zero ? packed_x : packed, 0.0f, pre, GH, pool);
       // The new state goes where the next step reads it (its rows of xh and cprev), the last one to Y_h/Y_c.
       const bool last = s == c.seq - 1;
       for (int64_t b = 0; b < B; ++b) {

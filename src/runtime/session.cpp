@@ -890,6 +890,7 @@ Session::Session(Model model, SessionOptions options)
     FoldBatchNormIntoConv(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ConvReluMaxPool", 1)) FuseConvReluMaxPool(model_.graph);
     if (ops.Find("", "LSTM", 14) && ops.Find(kEdgetrainDomain, "LSTMGrad", 1)) KeepRecurrentTraces(model_.graph);
+    if (ops.Find("", "Concat", 13)) JoinSliceGradients(model_.graph);
     FoldTransposesIntoProducts(model_.graph, ops.Find(kMicrosoftDomain, "FusedMatMul", 1) != nullptr);
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
