@@ -168,8 +168,8 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
 // One register tile; a strip's last rows (M not a multiple of MR) run a kernel that computes a third or
 // half of MR rows where that covers them, not the whole MR (M = 64 on MR = 12: 64 rows of work, not 72).
 template <typename T, int MR, int NV, int Bytes>
-EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows, int64_t cols,
-                                T alpha, T beta) {
+EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows,
+                                   int64_t cols, T alpha, T beta) {
   if constexpr (MR % 3 == 0 && MR >= 6) {
     if (rows <= MR / 3) return MicroKernel<T, MR, NV, Bytes, MR / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta);
   }
@@ -206,7 +206,7 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
           for (int64_t is = 0; is < mc; is += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - is);
             RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js,
-                                          g.ldc, rows, cols, g.alpha, beta);
+                                      g.ldc, rows, cols, g.alpha, beta);
           }
         }
       }
@@ -234,7 +234,7 @@ EDGETRAIN_GEMM_INLINE void PrePackedImpl(const Operands<T>& g, const T* packed, 
         const int64_t cols = std::min<int64_t>(NR, g.n - js);
         for (int64_t is = 0; is < mc; is += MR)
           RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, panel + js * kc, g.c + (i0 + is) * g.ldc + js,
-                                        g.ldc, std::min<int64_t>(MR, mc - is), cols, g.alpha, beta);
+                                    g.ldc, std::min<int64_t>(MR, mc - is), cols, g.alpha, beta);
       }
     }
   }
