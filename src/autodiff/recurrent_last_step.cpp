@@ -12,22 +12,11 @@ namespace edgetrain {
 
 namespace {
 
-// The value of `name` when it is constant: an initializer no feed overrides, or a Constant node's tensor.
-const Tensor* ConstantTensor(Rewriter& rewriter, const Graph& graph, const std::string& name) {
-  if (rewriter.IsConstant(name)) return &graph.initializers.at(name);
-  const Node* p = rewriter.Producer(name);
-  if (!p || !p->domain.empty() || p->op_type != "Constant" || p->outputs.size() != 1) return nullptr;
-  const Attribute* value = p->Find("value");
-  return value && value->kind == Attribute::Kind::kTensor ? &value->t : nullptr;
-}
-
 // Squeeze's or Unsqueeze's axes (an attribute before opset 13, a constant input from 13 on), each brought into
 // [0, rank) (rank: the input's for Squeeze, the output's for Unsqueeze); nullopt when not known or out of range.
-std::optional<std::vector<int64_t>> ConstantAxes(Rewriter& rewriter, const Graph& graph, const Node& n) {
+std::optional<std::vector<int64_t>> ConstantAxes(Rewriter& rewriter, const Node& n) {
   if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    const Tensor* t = ConstantTensor(rewriter, graph, n.inputs[1]);
-    if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32)) return std::nullopt;
-    return t->ToInt64Vector();
+    return rewriter.ConstantInts(n.inputs[1]);
   }
   const Attribute* a = n.Find("axes");
   if (!a) return std::nullopt;
@@ -36,7 +25,7 @@ std::optional<std::vector<int64_t>> ConstantAxes(Rewriter& rewriter, const Graph
 
 // Where axis `axis` of a rank-`rank` value lands in the output of `n` (Transpose, Squeeze, Unsqueeze,
 // Identity); false when `n` removes it or its attributes are not understood.
-bool FollowAxis(Rewriter& rewriter, const Graph& graph, const Node& n, int64_t& axis, int64_t& rank) {
+bool FollowAxis(Rewriter& rewriter, const Node& n, int64_t& axis, int64_t& rank) {
   if (n.op_type == "Identity") return true;
   if (n.op_type == "Transpose") {
     std::vector<int64_t> perm;
@@ -50,7 +39,7 @@ bool FollowAxis(Rewriter& rewriter, const Graph& graph, const Node& n, int64_t& 
     return true;
   }
   const bool squeeze = n.op_type == "Squeeze";
-  std::optional<std::vector<int64_t>> axes = ConstantAxes(rewriter, graph, n);
+  std::optional<std::vector<int64_t>> axes = ConstantAxes(rewriter, n);
   // Squeeze without axes drops every unit axis: the one-step Y would lose its time axis too.
   if ((!squeeze && n.op_type != "Unsqueeze") || !axes || axes->empty()) return false;
   const int64_t count = static_cast<int64_t>(axes->size());
@@ -109,12 +98,12 @@ size_t ReadLastRecurrentStepFromFinalState(Graph& graph, int64_t opset, const st
     bool followed = true;
     std::vector<int64_t> time_axes;  // the time axis of each chain value, from Y's reader on
     for (auto it = chain.rbegin(); followed && it != chain.rend(); ++it) {
-      followed = FollowAxis(rewriter, graph, **it, axis, rank);
+      followed = FollowAxis(rewriter, **it, axis, rank);
       time_axes.push_back(axis);
     }
     int64_t gather_axis = gather.GetInt("axis", 0);
     gather_axis = gather_axis < 0 ? gather_axis + rank : gather_axis;
-    const Tensor* index = ConstantTensor(rewriter, graph, gather.inputs[1]);
+    const Tensor* index = rewriter.ConstantTensor(gather.inputs[1]);
     if (!followed || gather_axis != axis || !index || index->numel() != 1 || index->rank() > 1 ||
         (index->dtype() != DataType::kInt64 && index->dtype() != DataType::kInt32))
       continue;

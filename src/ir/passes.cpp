@@ -208,35 +208,26 @@ size_t FuseSilu(Graph& graph) {
 
 namespace {
 
-// Values of the constant integer initializer `name`; nullopt for anything else.
-std::optional<std::vector<int64_t>> ConstantInts(const Rewriter& rewriter, const Graph& graph,
-                                                 const std::string& name) {
-  if (name.empty() || !rewriter.IsConstant(name)) return std::nullopt;
-  const Tensor& t = graph.initializers.at(name);
-  if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) return std::nullopt;
-  return t.ToInt64Vector();
-}
-
 // The range [begin, end) of axis `axis` that a SliceGrad writes dY to, read from its constant inputs
 // (shape, starts, ends, axes, steps); nullopt unless it is one step-1 slice of one axis.
 struct SliceRange {
   std::vector<int64_t> shape;
   int64_t axis = 0, begin = 0, end = 0;
 };
-std::optional<SliceRange> ConstantSliceRange(const Rewriter& rewriter, const Graph& graph, const Node& n) {
+std::optional<SliceRange> ConstantSliceRange(Rewriter& rewriter, const Node& n) {
   if (n.inputs.size() < 4 || n.inputs.size() > 6 || n.outputs.size() != 1) return std::nullopt;
-  auto shape = ConstantInts(rewriter, graph, n.inputs[1]), starts = ConstantInts(rewriter, graph, n.inputs[2]),
-       ends = ConstantInts(rewriter, graph, n.inputs[3]);
+  auto shape = rewriter.ConstantInts(n.inputs[1]), starts = rewriter.ConstantInts(n.inputs[2]),
+       ends = rewriter.ConstantInts(n.inputs[3]);
   if (!shape || !starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(shape->size());
   SliceRange r{*shape, 0, (*starts)[0], (*ends)[0]};
   if (n.inputs.size() > 4 && !n.inputs[4].empty()) {
-    auto axes = ConstantInts(rewriter, graph, n.inputs[4]);
+    auto axes = rewriter.ConstantInts(n.inputs[4]);
     if (!axes || axes->size() != 1) return std::nullopt;
     r.axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
   }
   if (n.inputs.size() > 5 && !n.inputs[5].empty()) {
-    auto steps = ConstantInts(rewriter, graph, n.inputs[5]);
+    auto steps = rewriter.ConstantInts(n.inputs[5]);
     if (!steps || *steps != std::vector<int64_t>{1}) return std::nullopt;
   }
   if (r.axis < 0 || r.axis >= rank) return std::nullopt;
@@ -260,7 +251,7 @@ size_t JoinSliceGradients(Graph& graph) {
       if (!grad || grad->op_type != "SliceGrad" ||
           (grad->domain != kEdgetrainDomain && grad->domain != kMicrosoftDomain) || rewriter.Reads(input) != 1)
         break;
-      auto range = ConstantSliceRange(rewriter, graph, *grad);
+      auto range = ConstantSliceRange(rewriter, *grad);
       if (!range || (!pieces.empty() && (range->shape != pieces[0].first.shape || range->axis != pieces[0].first.axis)))
         break;
       pieces.emplace_back(*range, grad);

@@ -2,7 +2,9 @@
 // produces each value, how often each value is read, and the nodes a rewrite absorbed.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -78,6 +80,22 @@ class Rewriter {
     for (const auto& in : graph_.inputs)
       if (in.name == value) return false;
     return true;
+  }
+
+  // The value of `value` when it is constant: an initializer no feed overrides, or a Constant node's tensor.
+  const Tensor* ConstantTensor(const std::string& value) {
+    if (IsConstant(value)) return &graph_.initializers.at(value);
+    const Node* p = Producer(value);
+    if (!p || !p->domain.empty() || p->op_type != "Constant" || p->outputs.size() != 1) return nullptr;
+    const Attribute* a = p->Find("value");
+    return a && a->kind == Attribute::Kind::kTensor ? &a->t : nullptr;
+  }
+
+  // The integers of a constant int64 or int32 `value`; nullopt for anything else.
+  std::optional<std::vector<int64_t>> ConstantInts(const std::string& value) {
+    const Tensor* t = value.empty() ? nullptr : ConstantTensor(value);
+    if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32)) return std::nullopt;
+    return t->ToInt64Vector();
   }
 
   // One read of `value` went away: an initializer nothing reads any more (and no feed overrides) goes.

@@ -1,9 +1,9 @@
 #include "training/ort_layout.hpp"
 
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/error.hpp"
-#include "ir/scope.hpp"
+#include "ir/rewriter.hpp"
 
 namespace edgetrain {
 
@@ -64,11 +64,9 @@ std::optional<OrtOptimizerLayout> PrepareOrtOptimizer(Model& optimizer) {
   if (update == nullptr) return std::nullopt;
   // ORT's SGD model declares a first_order_moments input that its SGDOptimizerV2 does not read: an input no node
   // reads needs no feed.
-  std::unordered_set<std::string> read;
-  for (const Node& node : g.nodes)
-    for (std::string& name : NodeReads(node)) read.insert(std::move(name));
-  for (const ValueInfo& out : g.outputs) read.insert(out.name);
-  std::erase_if(g.inputs, [&](const ValueInfo& in) { return !read.count(in.name); });
+  std::unordered_map<std::string, size_t> reads;
+  CountReads(g, reads);
+  std::erase_if(g.inputs, [&](const ValueInfo& in) { return !reads.count(in.name); });
 
   OrtOptimizerLayout layout;
   auto graph_input = [&](size_t index, const char* what) {
