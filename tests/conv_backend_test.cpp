@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backend_check.hpp"
+#include "ops/conv_dnnl.hpp"
 
 namespace edgetrain::testing {
 namespace {
@@ -112,6 +113,9 @@ std::vector<OpCase> ConvBackendCases() {
   AddConv(rows, "OneDimensionalChannelsLast", {2, 18, 40}, {12, 18, 3}, {{"pads", Ints({1, 1})}});
   AddConv(rows, "WideThreeDimensional", {1, 6, 4, 5, 5}, {8, 6, 2, 3, 3},
           {{"dilations", Ints({1, 1, 2})}, {"pads", Ints({0, 1, 1, 1, 0, 2})}});
+  // ResNet-like 3x3 stride-1 shapes: oneDNN's Winograd on AVX-512 (asymmetric pads: its direct kernels).
+  AddConv(rows, "Winograd3x3", {2, 16, 13, 10}, {24, 16, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}});
+  AddConv(rows, "Winograd3x3AsymmetricPads", {2, 32, 9, 12}, {16, 32, 3, 3}, {{"pads", Ints({1, 0, 2, 1})}}, false);
   AddConv(rows, "GradWithoutDX", {2, 3, 8, 8}, {4, 3, 3, 3}, {}, true, {false, true, true});
   AddConv(rows, "GradWithoutDW", {2, 3, 8, 8}, {4, 3, 3, 3}, {}, true, {true, false, true});
   AddConv(rows, "GradWithoutDB", {2, 3, 8, 8}, {4, 3, 3, 3}, {}, true, {true, true, false});
@@ -203,6 +207,34 @@ TEST(ConvFloat32Threads, TwoThreadsMatchOne) {
     ExpectNearLargest(run(2), run(1), 1e-5, node.op + " on 2 threads");
   }
   SetKernelBackend(saved);
+}
+
+// 3x3 stride-1 convolutions of 16 or more channels (ResNet's) run oneDNN's Winograd where it has one (AVX-512):
+// there the switch changes the bits, elsewhere the refused algorithm falls back to the direct kernels, same bits.
+TEST(ConvWinograd, RunsWhereOneDnnHasItAndMatchesReference) {
+  if (!DnnlAvailable()) GTEST_SKIP() << "built without oneDNN";
+  const KernelBackend saved_backend = ActiveKernelBackend();
+  const AttributeMap attributes = {{"pads", Ints({1, 1, 1, 1})}};
+  const OneNode conv = ConvNode("Conv", {2, 16, 13, 10}, {24, 16, 3, 3}, attributes, true, 24);
+  const OneNode grad =
+      ConvGradCase("", conv, attributes, {true, true, true}, [](const Shape& y) { return RandomFloats(y, 4); },
+                   BackendCheck::kDnnlVsReference)
+          .Node();
+  for (const OneNode& node : {conv, grad}) {
+    const std::vector<Tensor> reference = RunReference(node);
+    const bool saved = SetWinogradConvolutions(true);
+    const std::vector<Tensor> winograd = RunFast(node);
+    SetWinogradConvolutions(false);
+    const std::vector<Tensor> direct = RunFast(node);
+    SetWinogradConvolutions(saved);
+    ExpectNearLargest(winograd, reference, 1e-5, node.op + " with Winograd");
+    ExpectNearLargest(direct, reference, 1e-5, node.op + " without Winograd");
+    bool same_bits = true;
+    for (size_t k = 0; k < direct.size(); ++k)
+      same_bits = same_bits && direct[k].ToDoubleVector() == winograd[k].ToDoubleVector();
+    EXPECT_EQ(same_bits, !conv_dnnl::WinogradAvailable()) << node.op;
+  }
+  SetKernelBackend(saved_backend);
 }
 
 // The depthwise rows, which edgetrain's direct kernels take on the fast path (AVX2, NEON, WASM SIMD128): run in

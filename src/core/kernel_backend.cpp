@@ -30,6 +30,14 @@ std::atomic<bool>& DirectKernels() {
   return on;
 }
 
+std::atomic<bool>& WinogradConvolutions() {
+  static std::atomic<bool> on{[] {
+    const char* choice = std::getenv("EDGETRAIN_WINOGRAD");
+    return !(choice && std::strcmp(choice, "0") == 0);
+  }()};
+  return on;
+}
+
 }  // namespace
 
 bool DnnlAvailable() {
@@ -53,5 +61,9 @@ bool UseDirectKernels() {
 }
 
 bool SetDirectKernels(bool on) { return DirectKernels().exchange(on, std::memory_order_relaxed); }
+
+bool UseWinogradConvolutions() { return WinogradConvolutions().load(std::memory_order_relaxed); }
+
+bool SetWinogradConvolutions(bool on) { return WinogradConvolutions().exchange(on, std::memory_order_relaxed); }
 
 }  // namespace edgetrain

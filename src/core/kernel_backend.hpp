@@ -20,5 +20,9 @@ inline bool UseDnnl() { return ActiveKernelBackend() == KernelBackend::kDnnl; }
 // the previous setting).
 bool UseDirectKernels();
 bool SetDirectKernels(bool on);
+// oneDNN's Winograd algorithm for 3x3, stride-1 convolutions where oneDNN has it (AVX-512 CPUs): on unless the
+// environment sets EDGETRAIN_WINOGRAD=0. SetWinogradConvolutions returns the previous setting.
+bool UseWinogradConvolutions();
+bool SetWinogradConvolutions(bool on);
 
 }  // namespace edgetrain

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "core/kernel_backend.hpp"
 #include "core/threading.hpp"
 #include "ops/dnnl_util.hpp"
 #endif
@@ -230,7 +231,23 @@ memory::desc ChannelsLastLayout(const memory::desc& desc) {
   return memory::desc(desc.dims(), memory::data_type::f32, memory::format_tag::nwc);
 }
 
-Call MakeCall(const Request& r, bool channels_last) {
+// oneDNN's Winograd F(4x4, 3x3) (AVX-512 CPUs only; elsewhere it refuses and the direct kernels run): 3x3,
+// stride 1 convolutions do 2.25x fewer multiplies, at about twice the direct kernels' round-off. Below 16
+// channels it pads to 16 and is slower than the direct kernels (measured, 64x64 images, batch 32); below 8x8
+// outputs its 4x4 tiles waste a third of the work, and its scratch grows with the weights (ResNet-18's 512
+// channels at 7x7: 49-89 MB for 10% less time).
+bool WinogradFits(const Request& r) {
+  constexpr int64_t kMinChannels = 16, kMinOutput = 8;
+  const ConvGeometry& g = r.g;
+  if (!UseWinogradConvolutions() || r.pass == Pass::kTransposeForward || g.group != 1 || g.kernel.size() != 2 ||
+      g.in_channels < kMinChannels || g.out_channels < kMinChannels)
+    return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.kernel[d] != 3 || g.strides[d] != 1 || g.dilations[d] != 1 || g.output[d] < kMinOutput) return false;
+  return true;
+}
+
+Call MakeCall(const Request& r, bool channels_last, dnnl::algorithm algo = dnnl::algorithm::convolution_direct) {
   const ConvGeometry& g = r.g;
   const memory::desc src = Activations(g.batch, g.in_channels, g.input);
   const memory::desc dst = Activations(g.batch, g.out_channels, g.output);
@@ -259,9 +276,9 @@ Call MakeCall(const Request& r, bool channels_last) {
       return Assemble<dnnl::deconvolution_forward>({desc, attr, engine}, args);
     }
     const bool forward_pass = r.pass == Pass::kForward || r.pass == Pass::kForwardReluMaxPool;
-    const dnnl::convolution_forward::desc forward(
-        dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights,
-        forward_pass ? bias : memory::desc(), any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+    const dnnl::convolution_forward::desc forward(dnnl::prop_kind::forward_training, algo, any_src, any_weights,
+                                                  forward_pass ? bias : memory::desc(), any_dst, g.strides, dilations,
+                                                  g.pad_begin, g.pad_end);
     if (forward_pass) {
       if (r.relu) dnnl_util::AppendRelu(attr);
       args = {{DNNL_ARG_SRC, src, false}, {DNNL_ARG_WEIGHTS, weights, false}};
@@ -290,13 +307,13 @@ Call MakeCall(const Request& r, bool channels_last) {
     }
     const dnnl::convolution_forward::primitive_desc hint(forward, engine);
     if (r.pass == Pass::kBackwardData) {
-      const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_src, any_weights,
-                                                       any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+      const dnnl::convolution_backward_data::desc desc(algo, any_src, any_weights, any_dst, g.strides, dilations,
+                                                       g.pad_begin, g.pad_end);
       args = {{DNNL_ARG_DIFF_DST, dst, false}, {DNNL_ARG_WEIGHTS, weights, false}, {DNNL_ARG_DIFF_SRC, src, true}};
       return Assemble<dnnl::convolution_backward_data>({desc, attr, engine, hint}, args);
     }
-    const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_src, any_weights, bias,
-                                                        any_dst, g.strides, dilations, g.pad_begin, g.pad_end);
+    const dnnl::convolution_backward_weights::desc desc(algo, any_src, any_weights, bias, any_dst, g.strides,
+                                                        dilations, g.pad_begin, g.pad_end);
     args = {{DNNL_ARG_DIFF_DST, dst, false}, {DNNL_ARG_SRC, src, false}, {DNNL_ARG_DIFF_WEIGHTS, weights, true}};
     if (r.with_bias) args.push_back({DNNL_ARG_DIFF_BIAS, bias, true});
     return Assemble<dnnl::convolution_backward_weights>({desc, attr, engine, hint}, args);
@@ -313,8 +330,9 @@ Call& CachedCall(const Request& r) {
   const ConvGeometry& g = r.g;
   key.Clear();
   // oneDNN fixes a primitive's thread count when it makes it (from LimitLibraryThreads, called first).
-  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, r.relu ? 1 : 0, omp_get_max_threads(), g.batch,
-           g.in_channels, g.out_channels, g.group})
+  const bool winograd = WinogradFits(r);
+  key.Add({static_cast<int64_t>(r.pass), r.with_bias ? 1 : 0, r.relu ? 1 : 0, winograd ? 1 : 0, omp_get_max_threads(),
+           g.batch, g.in_channels, g.out_channels, g.group})
       .Add(g.input)
       .Add(g.output)
       .Add(g.kernel)
@@ -324,7 +342,11 @@ Call& CachedCall(const Request& r) {
       .Add(g.pad_end);
   if (r.pool) key.Add(r.pool->kernel).Add(r.pool->strides).Add(r.pool->pad_begin).Add(r.pool->output);
   // Capturing one reference keeps the std::function in its small buffer (no allocation on a hit).
-  return dnnl_util::Cached<Call>(key, [&r] {
+  return dnnl_util::Cached<Call>(key, [&r, winograd] {
+    if (winograd) {
+      Call call = MakeCall(r, false, dnnl::algorithm::convolution_winograd);
+      if (!call.refused && !call.reference) return call;
+    }
     if (ChannelsLast(r)) {
       Call call = MakeCall(r, true);
       if (!call.refused && !call.reference) return call;
@@ -418,6 +440,23 @@ bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w,
   return call && Run(*call, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
 }
 
+bool WinogradAvailable() {
+  static const bool available = [] {
+    const memory::desc image({1, 16, 8, 8}, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc weights({16, 16, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+    try {
+      const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
+                                                 dnnl::algorithm::convolution_winograd, image, weights,
+                                                 memory::desc(), image, {1, 1}, {1, 1}, {1, 1});
+      const dnnl::convolution_forward::primitive_desc probe(desc, dnnl_util::CpuEngine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
 #else
 
 bool ConvForward(const ConvGeometry&, const float*, const float*, const float*, float*, int, bool) { return false; }
@@ -428,6 +467,7 @@ bool ConvReluMaxPoolForward(const ConvGeometry&, const PoolGeometry&, const floa
 bool ConvBackwardData(const ConvGeometry&, const float*, const float*, float*, int) { return false; }
 bool ConvBackwardWeights(const ConvGeometry&, const float*, const float*, float*, float*, int) { return false; }
 bool ConvTransposeForward(const ConvGeometry&, const float*, const float*, const float*, float*, int) { return false; }
+bool WinogradAvailable() { return false; }
 
 #endif
 

@@ -52,6 +52,10 @@ bool ConvReluMaxPoolForward(const ConvGeometry& g, const PoolGeometry& pool, con
 // Y = ConvTranspose(X, W) + B (b may be null): `g.input` is X's spatial size, `g.output` Y's, the
 // pads apply to Y, `g.out_channels` is Y's channel count and W is [C, M/group, kernel...].
 bool ConvTransposeForward(const ConvGeometry& g, const float* x, const float* w, const float* b, float* y, int threads);
+// Whether oneDNN has its Winograd convolution on this CPU (AVX-512); where it has, the passes of 2-D 3x3 stride-1
+// convolutions of 16 or more input and output channels and outputs of 8x8 or more run it unless
+// UseWinogradConvolutions() is off.
+bool WinogradAvailable();
 
 }  // namespace conv_dnnl
 }  // namespace edgetrain
