@@ -216,12 +216,12 @@ TEST_F(Fusion, BatchNormWithParametersAFeedCanChangeIsNotFolded) {
   ExpectFusion(b.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}, {bn + ".mean", RandomFloats({4}, 12)}},
                "Conv,BatchNormalization");
 
-  ModelBuilder w({2, 3, 8, 8});  // a Conv weight a feed can change: the Relu still fuses
+  ModelBuilder w({2, 3, 8, 8});  // a Conv weight a feed can change: the BatchNormalization stays, the Relu joins it
   const std::string conv = w.Conv("x", 3, 4, 3, Pads(1));
   w.Overridable(conv + ".w");
   w.Output(w.Unary("Relu", w.BatchNorm(conv, 4)));
   ExpectFusion(w.model, {{"x", RandomFloats({2, 3, 8, 8}, 4)}, {conv + ".w", RandomFloats({4, 3, 3, 3}, 13)}},
-               "Conv,BatchNormalization,Relu");
+               "Conv,BatchNormalizationRelu");
 }
 
 TEST_F(Fusion, TrainingModeBatchNormIsNotFolded) {
@@ -454,6 +454,107 @@ TEST_F(Fusion, SliceGradientsStaySummedUnlessTheyTileTheAxisAlone) {
   ModelBuilder fed = SummedSliceGrads({{3, 5}, {0, 3}, {5, 6}});
   fed.Overridable("starts1");  // a feed may change where a piece goes
   ExpectFusion(fed.model, feeds, unfused);
+}
+
+// Training-mode BatchNormalization (its running statistics read too) with ReLU or ReLU6-style Clip after it, and an
+// inference one with a Clip of only a max: each pair runs as one node, with the same bits as unfused.
+ModelBuilder BatchNormActivations() {
+  ModelBuilder b({2, 6, 5, 7});
+  auto scalar = [&](const std::string& name, float v) {
+    b.model.graph.initializers[name] = Tensor::Scalar<float>(v);
+    return name;
+  };
+  auto bn = [&](const std::string& name, bool training, std::vector<std::string> outputs) {
+    AttributeMap attrs;
+    if (training) attrs["training_mode"] = Attribute::Int(1);
+    b.Add("BatchNormalization",
+          {"x", b.Initializer(name + ".scale", {6}, true), b.Initializer(name + ".bias", {6}),
+           b.Initializer(name + ".mean", {6}), b.Initializer(name + ".var", {6}, true)},
+          outputs, attrs);
+    return outputs[0];
+  };
+  b.Output(b.Unary("Relu", bn("bn1", true, {"y1", "mean1", "var1"})));
+  b.Output("mean1");
+  b.Output("var1");
+  b.Output(b.Add("Clip", {bn("bn2", true, {"y2"}), scalar("low", -0.25f), scalar("high", 0.5f)}, {"c2"}).outputs[0]);
+  b.Output(b.Add("Clip", {bn("bn3", false, {"y3"}), "", scalar("top", 0.75f)}, {"c3"}).outputs[0]);
+  return b;
+}
+
+TEST_F(Fusion, BatchNormFollowedByReluOrClipRunsAsOneNode) {
+  const ModelBuilder b = BatchNormActivations();
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 51, -2.0, 2.0)}};
+  ExpectFusion(b.model, feeds, "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip");
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    SessionOptions plain;
+    plain.fuse_operators = false;
+    const std::vector<Tensor> expected = Session(b.model, plain).Run(feeds), actual = Session(b.model).Run(feeds);
+    for (size_t k = 0; k < expected.size(); ++k)
+      EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << "output " << k;
+  }
+}
+
+// Not where the graph also reads the normalized values, nor where a Clip bound is made by a node (it would be
+// read before it is made), nor for a BatchNormalization with saved statistics (opset 9's five outputs).
+TEST_F(Fusion, BatchNormActivationNeedsItsOutputReadOnlyByTheActivation) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 52, -2.0, 2.0)}};
+  ModelBuilder read_twice = BatchNormActivations();
+  read_twice.Output("y1");
+  ExpectFusion(read_twice.model, feeds, "BatchNormalization,Relu,BatchNormalizationClip,BatchNormalizationClip");
+  ModelBuilder computed_bound = BatchNormActivations();
+  std::vector<Node>& nodes = computed_bound.model.graph.nodes;
+  nodes[3].inputs[2] = "computed_high";  // bn2's Clip: max = Abs(high), a node between the two
+  Node abs;
+  abs.name = "abs";
+  abs.op_type = "Abs";
+  abs.inputs = {"high"};
+  abs.outputs = {"computed_high"};
+  nodes.insert(nodes.begin() + 3, abs);
+  computed_bound.Overridable("high");  // not folded into a constant
+  std::map<std::string, Tensor> with_high = feeds;
+  with_high["high"] = Tensor::Scalar<float>(0.5f);
+  ExpectFusion(computed_bound.model, with_high,
+               "BatchNormalizationRelu,BatchNormalization,Abs,Clip,BatchNormalizationClip");
+
+  ModelBuilder saved({2, 6, 5, 7}, 9);
+  saved.Add("BatchNormalization",
+            {"x", saved.Initializer("s", {6}, true), saved.Initializer("b", {6}), saved.Initializer("m", {6}),
+             saved.Initializer("v", {6}, true)},
+            {"y", "rm", "rv", "sm", "sv"});
+  saved.Output(saved.Unary("Relu", "y"));
+  saved.Output("sv");
+  ExpectFusion(saved.model, feeds, "BatchNormalization,Relu");
+}
+
+// The fused nodes written out carry their definition in standard ops; a runtime that inlines them computes what
+// the kernels do. Clip bounds that are not single values of X's type are an error naming the node and the bound.
+TEST_F(Fusion, BatchNormActivationFunctionBodiesMatchKernelsAndCheckTheBounds) {
+  Model fused = Session(BatchNormActivations().model).model();
+  ASSERT_EQ(OpTypes(Session(fused)), "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip");
+  fused.opsets[kEdgetrainDomain] = 1;
+  const std::string bytes = SerializeModel(fused, ExecutionExportOptions());
+  ImportOptions inline_edgetrain;
+  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
+    return domain != kEdgetrainDomain;
+  };
+  SessionOptions plain;
+  plain.fuse_operators = false;
+  Session inlined(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+  EXPECT_EQ(OpTypes(inlined), "BatchNormalization,Relu,BatchNormalization,Clip,BatchNormalization,Clip");
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 53, -2.0, 2.0)}};
+  Model bad_bound = fused;
+  bad_bound.graph.initializers["high"] = Tensor::FromVector<float>({0.5f, 0.6f}, {2});
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    const std::vector<Tensor> expected = inlined.Run(feeds), actual = Session(fused).Run(feeds);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t k = 0; k < expected.size(); ++k)
+      ExpectTensorNear(actual[k], expected[k], 1e-5, "output " + std::to_string(k));
+    Session bad(bad_bound);
+    EXPECT_ERROR(bad.Run(feeds), ErrorCode::kInvalidArgument, "'max' must be a single float32 value, got float32 [2]");
+    EXPECT_ERROR(bad.Run(feeds), ErrorCode::kInvalidArgument, "(ai.edgetrain.BatchNormalizationClip)");
+  }
 }
 
 // A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;

@@ -48,6 +48,18 @@ OneNode BatchNorm(const Shape& shape, bool training, int64_t opset = 15, size_t 
   return node;
 }
 
+// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds -0.5 and 1, both applied) over BatchNorm.
+OneNode BatchNormActivation(const std::string& op, const Shape& shape, bool training) {
+  OneNode node = BatchNorm(shape, training);
+  node.op = op;
+  node.domain = kEdgetrainDomain;
+  if (op == "BatchNormalizationClip") {
+    node.inputs.push_back(Tensor::Scalar<double>(-0.5));
+    node.inputs.push_back(Tensor::Scalar<double>(1.0));
+  }
+  return node;
+}
+
 OneNode BatchNormGrad(const Shape& shape) {
   return GradNode("BatchNormalizationGrad", kEdgetrainDomain,
                   {RandomTensor(shape, 6), RandomTensor(shape, 7, -1.0, 4.0), RandomTensor({shape[1]}, 8, 0.5, 1.5)},
@@ -133,6 +145,18 @@ std::vector<OpCase> NormBackendCases() {
           }),
       // The fast float32 kernels' edges: C not a multiple of 8, batch 1, 1x1 and 7x7 planes, planes longer than
       // their float runs (1024), a mean far from 0 (the sums are taken about a shift).
+      row("BatchNormReluTraining",
+          [] {
+            return BatchNormActivation("BatchNormalizationRelu", {3, 5, 7, 3}, true);
+          }),
+      row("BatchNormClipTraining",
+          [] {
+            return BatchNormActivation("BatchNormalizationClip", {2, 9, 33, 35}, true);
+          }),
+      row("BatchNormClipInference",
+          [] {
+            return BatchNormActivation("BatchNormalizationClip", {2, 3, 9, 5}, false);
+          }),
       row("BatchNormTrainingBatch1Odd",
           [] {
             return BatchNorm({1, 13, 7, 7}, true);

@@ -206,6 +206,41 @@ size_t FuseSilu(Graph& graph) {
   return rewriter.Finish();
 }
 
+size_t FuseBatchNormActivation(Graph& graph) {
+  Rewriter rewriter(graph);
+  size_t fused = 0;
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& act = graph.nodes[k];
+    const bool relu = act.op_type == "Relu", clip = act.op_type == "Clip";
+    if (!act.domain.empty() || !(relu || clip) || act.inputs.empty() || act.outputs.size() != 1 ||
+        (relu && act.inputs.size() != 1) || act.inputs.size() > 3 || act.HasAttr("min") || act.HasAttr("max"))
+      continue;
+    bool bounds_ready = true;  // made before the BatchNormalization runs, which takes the Clip's place
+    for (size_t i = 1; i < act.inputs.size(); ++i)
+      bounds_ready = bounds_ready && (act.inputs[i].empty() || !rewriter.Producer(act.inputs[i]));
+    Node* bn = rewriter.Producer(act.inputs[0]);
+    if (!bounds_ready || !bn || !bn->domain.empty() || bn->op_type != "BatchNormalization" || bn->inputs.size() != 5 ||
+        bn->outputs.empty() || bn->outputs.size() > 3 || bn->outputs[0] != act.inputs[0] ||
+        rewriter.Reads(act.inputs[0]) != 1 || (bn->HasAttr("spatial") && bn->GetInt("spatial", 1) != 1) ||
+        !(bn->HasAttr("training_mode") || bn->outputs.size() == 1))
+      continue;
+    bn->domain = kEdgetrainDomain;
+    bn->op_type = relu ? "BatchNormalizationRelu" : "BatchNormalizationClip";
+    bn->opset = 1;  // the model need not import ai.edgetrain
+    bn->attributes["training_mode"] = Attribute::Int(bn->GetInt("training_mode", 0));
+    bn->attributes.erase("spatial");
+    bn->outputs[0] = act.outputs[0];
+    for (size_t i = 1; i < act.inputs.size(); ++i) {
+      bn->inputs.push_back(act.inputs[i]);
+      if (!act.inputs[i].empty()) rewriter.AddRead(act.inputs[i]);
+    }
+    rewriter.Remove(act);
+    ++fused;
+  }
+  rewriter.Finish();
+  return fused;
+}
+
 namespace {
 
 // The range [begin, end) of axis `axis` that a SliceGrad writes dY to, read from its constant inputs

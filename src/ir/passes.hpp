@@ -51,6 +51,12 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm
 // nothing but the Mul reads the Sigmoid's output. Returns the number of fusions.
 size_t FuseSilu(Graph& graph);
 
+// Replaces Relu(Y) and Clip(Y, min, max) (opset 11+: bounds as inputs, each absent or an input or initializer of
+// the graph) of the Y of a BatchNormalization (spatial, with a training_mode attribute or one output, at most three
+// outputs) that nothing else reads by ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds
+// its inputs 5 and 6): the activation is applied as the normalized values are written. Returns the count.
+size_t FuseBatchNormActivation(Graph& graph);
+
 // Replaces Sum(SliceGrad(dY_1, ...), ..., SliceGrad(dY_n, ...)) by Concat(dY...) along the sliced axis when
 // the SliceGrads (ai.edgetrain or com.microsoft) take constant step-1 slices of one axis of one constant
 // shape that tile it without gaps or overlap, and nothing but the Sum reads them: the gradient of a tensor

@@ -16,11 +16,18 @@ enum class Isa { kPortable, kAvx2 };
 // kAvx2 on x86-64 with an AVX2/FMA CPU, else kPortable. Asking for kAvx2 elsewhere runs kPortable.
 Isa BestIsa();
 
+// An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu and
+// BatchNormalizationClip): Relu as v > 0 ? v : 0, Clip as min(max(v, low), high), as those kernels compute them.
+struct Activation {
+  enum class Kind { kNone, kRelu, kClip } kind = Kind::kNone;
+  float low = 0, high = 0;  // kClip's bounds
+};
+
 // Per channel c: the batch mean and population variance into mean[c], var[c], and
-// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]. batch * spatial > 0.
+// y = activation((x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]). batch * spatial > 0.
 void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                      int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
-                     double* var);
+                     double* var, Activation activation = {});
 
 // dX, dScale, dBias of TrainingForward for dY. saved_mean and saved_inv_std (1 / sqrt(var + epsilon)) are
 // the forward's statistics, or both null to recompute them from X with `epsilon`.

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -174,9 +175,10 @@ struct BatchNormAttributes {
     read.Check(std::isfinite(a.momentum), "momentum", "must be finite");
     // Before opset 14 training mode was implied by the node listing its statistics outputs.
     auto declares = [&](size_t k) { return k < node.outputs.size() && !node.outputs[k].empty(); };
-    a.training = opset >= 14 ? read.Flag("training_mode", false)
-                             : declares(1) || declares(2) || declares(3) || declares(4);
-    a.spatial = opset >= 9 || read.Flag("spatial", true);
+    // The fused ai.edgetrain forms (opset 1) take opset 15's attributes.
+    const bool current = opset >= 14 || node.domain == kEdgetrainDomain;
+    a.training = current ? read.Flag("training_mode", false) : declares(1) || declares(2) || declares(3) || declares(4);
+    a.spatial = current || opset >= 9 || read.Flag("spatial", true);
     return a;
   }
 
@@ -256,7 +258,8 @@ struct Geometry {
 };
 
 ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
-                                  double epsilon, double* mean, double* var, int64_t begin, int64_t end) {
+                                  double epsilon, double* mean, double* var, Activation activation, int64_t begin,
+                                  int64_t end) {
   const int64_t stride = g.Stride();
   const double count = g.Count();
   for (int64_t c = begin; c < end; ++c) {
@@ -272,8 +275,24 @@ ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, c
     for (int64_t n = 0; n < g.batch; ++n) {
       const float* src = xc + n * stride;
       float* dst = y + c * g.spatial + n * stride;
+      switch (activation.kind) {
+        case Activation::Kind::kNone:
 #pragma omp simd
-      for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
+          for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
+          break;
+        case Activation::Kind::kRelu:
+#pragma omp simd
+          for (int64_t i = 0; i < g.spatial; ++i) {
+            const float v = src[i] * a + b;
+            dst[i] = v > 0.0f ? v : 0.0f;
+          }
+          break;
+        case Activation::Kind::kClip:
+#pragma omp simd
+          for (int64_t i = 0; i < g.spatial; ++i)
+            dst[i] = std::min(std::max(src[i] * a + b, activation.low), activation.high);
+          break;
+      }
     }
   }
 }
@@ -317,8 +336,8 @@ ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const flo
 }
 
 void ForwardPortable(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
-                     double epsilon, double* mean, double* var, int64_t begin, int64_t end) {
-  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+                     double epsilon, double* mean, double* var, Activation activation, int64_t begin, int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
 }
 
 void BackwardPortable(const Geometry& g, const float* dy, const float* x, float* dx, const double* scale,
@@ -331,8 +350,8 @@ void BackwardPortable(const Geometry& g, const float* dy, const float* x, float*
 #define EDGETRAIN_BATCHNORM_AVX2 1
 __attribute__((target("avx2,fma"))) void ForwardAvx2(const Geometry& g, const float* x, float* y, const double* scale,
                                                      const double* bias, double epsilon, double* mean, double* var,
-                                                     int64_t begin, int64_t end) {
-  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+                                                     Activation activation, int64_t begin, int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
 }
 
 __attribute__((target("avx2,fma"))) void BackwardAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
@@ -351,14 +370,15 @@ Isa BestIsa() { return CpuHasAvx2Fma() ? Isa::kAvx2 : Isa::kPortable; }
 
 void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                      int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
-                     double* var) {
+                     double* var, Activation activation) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
 #if defined(EDGETRAIN_BATCHNORM_AVX2)
-    if (isa == Isa::kAvx2 && CpuHasAvx2Fma()) return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+    if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
+      return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
 #endif
     (void)isa;
-    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, begin, end);
+    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
   });
 }
 
@@ -386,13 +406,52 @@ bool UseFastBatchNorm(const Tensor& x, int64_t count) {
   return x.dtype() == DataType::kFloat32 && count > 0 && (UseDnnl() || !DnnlAvailable());
 }
 
-}  // namespace
+// The activation that ai.edgetrain BatchNormalizationRelu and BatchNormalizationClip apply to Y (none for
+// BatchNormalization); Clip's bounds are the node's optional inputs 5 (min) and 6 (max), single values of X's type.
+struct OutputActivation {
+  batchnorm::Activation::Kind kind = batchnorm::Activation::Kind::kNone;
+  double low = -std::numeric_limits<double>::infinity(), high = std::numeric_limits<double>::infinity();
 
-void BatchNormalizationKernel(KernelContext& ctx) {
+  static OutputActivation Read(KernelContext& ctx, batchnorm::Activation::Kind kind, const Tensor& x) {
+    OutputActivation a;
+    a.kind = kind;
+    if (kind != batchnorm::Activation::Kind::kClip) return a;
+    auto bound = [&](size_t index, const char* name, double& value) {
+      if (!ctx.HasInput(index)) return;
+      const Tensor& t = ctx.Input(index);
+      ET_CHECK(t.dtype() == x.dtype() && t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": '",
+               name, "' must be a single ", DataTypeName(x.dtype()), " value, got ", DataTypeName(t.dtype()), " ",
+               ShapeToString(t.shape()));
+      value = t.ToDoubleVector()[0];
+    };
+    bound(5, "min", a.low);
+    bound(6, "max", a.high);
+    return a;
+  }
+
+  batchnorm::Activation ForFloat() const {
+    return {kind, static_cast<float>(low), static_cast<float>(high)};
+  }
+
+  // y = activation(y) over n values, as the Relu and Clip kernels compute it.
+  template <typename T>
+  void Apply(ThreadPool& threads, T* y, int64_t n) const {
+    if (kind == batchnorm::Activation::Kind::kNone) return;
+    const T lo = static_cast<T>(low), hi = static_cast<T>(high);
+    const bool relu = kind == batchnorm::Activation::Kind::kRelu;
+    threads.ParallelFor(n, 16384, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = relu ? (y[i] > T(0) ? y[i] : T(0)) : std::min(std::max(y[i], lo), hi);
+    });
+  }
+};
+
+void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind activation_kind) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
   ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
            ShapeToString(x.shape()));
+  const OutputActivation activation = OutputActivation::Read(ctx, activation_kind, x);
   const BatchNormAttributes& attrs = ctx.Attributes<BatchNormAttributes>();
   const double epsilon = attrs.epsilon, momentum = attrs.momentum;
   const bool training = attrs.training, spatial = attrs.spatial;
@@ -422,7 +481,8 @@ void BatchNormalizationKernel(KernelContext& ctx) {
       if constexpr (std::is_same_v<T, float>) {
         if (spatial && UseFastBatchNorm(x, batch * spatial_size)) {
           batchnorm::TrainingForward(ctx.threads(), batchnorm::BestIsa(), xp, yp, batch, channels, spatial_size,
-                                     scale.data(), bias.data(), epsilon, batch_mean.data(), batch_var.data());
+                                     scale.data(), bias.data(), epsilon, batch_mean.data(), batch_var.data(),
+                                     activation.ForFloat());
           normalized = true;
         }
       }
@@ -461,7 +521,14 @@ void BatchNormalizationKernel(KernelContext& ctx) {
       offset[c] = bias[c] - mean[c] * multiplier[c];
     }
     ApplyChannelAffine<T>(ctx, xp, yp, batch, channels, spatial_size, multiplier, offset);
+    activation.Apply(ctx.threads(), yp, y.numel());
   });
+}
+
+}  // namespace
+
+void BatchNormalizationKernel(KernelContext& ctx) {
+  BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kNone);
 }
 
 // The backward of training-mode BatchNormalization, statistics per channel over [N, spatial]:
@@ -651,11 +718,40 @@ void BatchNormalizationGradient(GradientContext& g) {
   }
 }
 
+// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip in standard ops: BatchNormalization, then Relu or
+// Clip(Y, min, max) on its Y. Sessions fuse the pairs (ir/passes.hpp FuseBatchNormActivation).
+std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const std::string& name, bool clip) {
+  std::vector<std::string> inputs = {"X", "scale", "B", "input_mean", "input_var"};
+  if (clip) inputs.insert(inputs.end(), {"min", "max"});
+  FunctionBuilder f(name, inputs, {"Y", "running_mean", "running_var"}, {"epsilon", "momentum", "training_mode"});
+  const std::string normalized =
+      f.Node("BatchNormalization", {"X", "scale", "B", "input_mean", "input_var"},
+             {"normalized", "running_mean", "running_var"},
+             {{"epsilon", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")},
+              {"momentum", Attribute::Ref(Attribute::Kind::kFloat, "momentum")},
+              {"training_mode", Attribute::Ref(Attribute::Kind::kInt, "training_mode")}});
+  if (clip)
+    f.Op("Clip", {normalized, "min", "max"}, "Y");
+  else
+    f.Op("Relu", {normalized}, "Y");
+  return f.Build();
+}
+
 void RegisterBatchNormalization(OpRegistry& r) {
   ET_IF_BUILT("", "BatchNormalization") {
     WithAttributes<BatchNormAttributes>(RegisterOnnx(r, "BatchNormalization", BatchNormalizationKernel));
     r.SetGradient("BatchNormalization", BatchNormalizationGradient);
   }
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationRelu")
+  WithAttributes<BatchNormAttributes>(RegisterFused(
+      r, "BatchNormalizationRelu",
+      [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kRelu); },
+      BatchNormalizationActivationFunction("BatchNormalizationRelu", false)));
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationClip")
+  WithAttributes<BatchNormAttributes>(RegisterFused(
+      r, "BatchNormalizationClip",
+      [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kClip); },
+      BatchNormalizationActivationFunction("BatchNormalizationClip", true)));
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad")
   RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel,
                 ET_TRAINING_BODY(BatchNormalizationGradFunction()));

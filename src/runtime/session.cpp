@@ -895,6 +895,9 @@ Session::Session(Model model, SessionOptions options)
     FuseReluIntoProducers(model_.graph, ops.Find(kMicrosoftDomain, "FusedConv", 1) != nullptr,
                           ops.Find(kMicrosoftDomain, "FusedGemm", 1) != nullptr);
     if (ops.Find(kEdgetrainDomain, "Silu", 1)) FuseSilu(model_.graph);
+    if (ops.Find(kEdgetrainDomain, "BatchNormalizationRelu", 1) &&
+        ops.Find(kEdgetrainDomain, "BatchNormalizationClip", 1))
+      FuseBatchNormActivation(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
