@@ -1132,6 +1132,8 @@ void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* pl
       std::fill(to, to + cols.first, 0.0f);
       if (p.stride == 1) {
         std::copy(from + cols.first, from + cols.last, to + cols.first);
+      } else if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
+        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * 2];
       } else {
         for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
       }
