@@ -1183,15 +1183,39 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
   float* row = scratch + p.PhaseFloats();
   FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
   const float* taps = w + c * kh * kw;
+  const int64_t count = kh * kw;
+  int64_t offsets[49];  // of each tap in the phases, from the output row's first column
+  for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
   const __m256 bias = _mm256_set1_ps(b ? b[c] : 0.0f), zero = _mm256_setzero_ps();
   float* out = y + (n * g.out_channels + c) * oh * ow;
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
-    for (int64_t col = 0; col < p.ow8; col += 8) {
+    int64_t col = 0;
+    for (; col + 32 <= p.ow8; col += 32) {  // four independent sums per tap broadcast
+      __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+      for (int64_t t = 0; t < count; ++t) {
+        const __m256 tap = _mm256_set1_ps(taps[t]);
+        const float* at = from + offsets[t] + col;
+        a0 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at), a0);
+        a1 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 8), a1);
+        a2 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 16), a2);
+        a3 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 24), a3);
+      }
+      if (relu) {
+        a0 = _mm256_max_ps(a0, zero);
+        a1 = _mm256_max_ps(a1, zero);
+        a2 = _mm256_max_ps(a2, zero);
+        a3 = _mm256_max_ps(a3, zero);
+      }
+      _mm256_storeu_ps(row + col, a0);
+      _mm256_storeu_ps(row + col + 8, a1);
+      _mm256_storeu_ps(row + col + 16, a2);
+      _mm256_storeu_ps(row + col + 24, a3);
+    }
+    for (; col < p.ow8; col += 8) {
       __m256 acc = bias;
-      for (int64_t i = 0; i < kh; ++i)
-        for (int64_t j = 0; j < kw; ++j)
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(taps[i * kw + j]), _mm256_loadu_ps(from + p.Tap(i, j) + col), acc);
+      for (int64_t t = 0; t < count; ++t)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(taps[t]), _mm256_loadu_ps(from + offsets[t] + col), acc);
       if (relu) acc = _mm256_max_ps(acc, zero);
       _mm256_storeu_ps(row + col, acc);
     }
@@ -1275,19 +1299,20 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
   float* row = scratch + p.PhaseFloats();
   FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
   const float* taps = w + c * kh * kw;
+  const int64_t count = kh * kw;
+  int64_t offsets[49];  // of each tap in the phases, from the output row's first column
+  for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
   const DepthwiseV bias = DepthwiseV{} + (b ? b[c] : 0.0f), zero = {};
   float* out = y + (n * g.out_channels + c) * oh * ow;
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
     for (int64_t col = 0; col < p.ow8; col += 8) {
       DepthwiseV lo = bias, hi = bias;
-      for (int64_t i = 0; i < kh; ++i)
-        for (int64_t j = 0; j < kw; ++j) {
-          const float tap = taps[i * kw + j];
-          const float* at = from + p.Tap(i, j) + col;
-          lo += tap * LoadV(at);
-          hi += tap * LoadV(at + 4);
-        }
+      for (int64_t t = 0; t < count; ++t) {
+        const float* at = from + offsets[t] + col;
+        lo += taps[t] * LoadV(at);
+        hi += taps[t] * LoadV(at + 4);
+      }
       if (relu) {
         lo = lo > zero ? lo : zero;
         hi = hi > zero ? hi : zero;
@@ -1381,6 +1406,25 @@ void DepthwiseForward(ThreadPool& threads, const ConvGeometry& g, const float* x
 }
 
 void DepthwiseData(ThreadPool& threads, const ConvGeometry& g, const float* dy, const float* w, float* dx) {
+  const int64_t kh = g.kernel[0], kw = g.kernel[1];
+  if (g.strides[0] == 1 && g.strides[1] == 1 && g.pad_begin[0] < kh && g.pad_begin[1] < kw && g.pad_end[0] >= 0 &&
+      g.pad_end[1] >= 0 && g.pad_end[0] < kh && g.pad_end[1] < kw) {
+    // At stride 1, dX is the forward pass over dY padded by k - 1 - pad on each side, with each channel's taps
+    // turned by 180 degrees: a gather per output instead of a scatter per tap.
+    ConvGeometry back = g;
+    back.input = g.output;
+    back.output = g.input;
+    back.pad_begin = {kh - 1 - g.pad_begin[0], kw - 1 - g.pad_begin[1]};
+    back.pad_end = {kh - 1 - g.pad_end[0], kw - 1 - g.pad_end[1]};
+    const int64_t taps = kh * kw;
+    std::vector<float> turned(static_cast<size_t>(g.in_channels * taps));
+    for (int64_t c = 0; c < g.in_channels; ++c)
+      for (int64_t t = 0; t < taps; ++t) turned[c * taps + t] = w[c * taps + taps - 1 - t];
+    DepthwiseTasks(threads, back, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
+      DepthwiseForwardPlane(back, t / g.in_channels, t % g.in_channels, dy, turned.data(), nullptr, dx, false, scratch);
+    });
+    return;
+  }
   DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
     DepthwiseDataPlane(g, t / g.in_channels, t % g.in_channels, dy, w, dx, scratch);
   });
