@@ -456,6 +456,20 @@ TEST_F(Fusion, SliceGradientsStaySummedUnlessTheyTileTheAxisAlone) {
   ExpectFusion(fed.model, feeds, unfused);
 }
 
+// `fused` written out and read back by an importer without ai.edgetrain kernels, which inlines those nodes'
+// function bodies, in a session that fuses nothing: what any other runtime would run.
+Session InlinedEdgetrainOps(Model fused) {
+  fused.opsets[kEdgetrainDomain] = 1;
+  const std::string bytes = SerializeModel(fused, ExecutionExportOptions());
+  ImportOptions inline_edgetrain;
+  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
+    return domain != kEdgetrainDomain;
+  };
+  SessionOptions plain;
+  plain.fuse_operators = false;
+  return Session(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+}
+
 // Training-mode BatchNormalization (its running statistics read too) with ReLU or ReLU6-style Clip after it, and an
 // inference one with a Clip of only a max: each pair runs as one node, with the same bits as unfused.
 ModelBuilder BatchNormActivations() {
@@ -530,17 +544,9 @@ TEST_F(Fusion, BatchNormActivationNeedsItsOutputReadOnlyByTheActivation) {
 // The fused nodes written out carry their definition in standard ops; a runtime that inlines them computes what
 // the kernels do. Clip bounds that are not single values of X's type are an error naming the node and the bound.
 TEST_F(Fusion, BatchNormActivationFunctionBodiesMatchKernelsAndCheckTheBounds) {
-  Model fused = Session(BatchNormActivations().model).model();
+  const Model fused = Session(BatchNormActivations().model).model();
   ASSERT_EQ(OpTypes(Session(fused)), "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip");
-  fused.opsets[kEdgetrainDomain] = 1;
-  const std::string bytes = SerializeModel(fused, ExecutionExportOptions());
-  ImportOptions inline_edgetrain;
-  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
-    return domain != kEdgetrainDomain;
-  };
-  SessionOptions plain;
-  plain.fuse_operators = false;
-  Session inlined(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+  Session inlined = InlinedEdgetrainOps(fused);
   EXPECT_EQ(OpTypes(inlined), "BatchNormalization,Relu,BatchNormalization,Clip,BatchNormalization,Clip");
   const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 53, -2.0, 2.0)}};
   Model bad_bound = fused;
@@ -563,17 +569,9 @@ TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {
   ModelBuilder b({2, 4, 10, 10});
   b.Output(b.Unary("MaxPool", b.Unary("Relu", b.Conv("x", 4, 6, 3, Pads(1))),
                    Pool(3, 2, {{"ceil_mode", Attribute::Int(1)}})));
-  Model fused = Session(b.model).model();
+  const Model fused = Session(b.model).model();
   ASSERT_EQ(OpTypes(Session(fused)), "ConvReluMaxPool");
-  fused.opsets[kEdgetrainDomain] = 1;
-  const std::string bytes = SerializeModel(fused, ExecutionExportOptions());
-  ImportOptions inline_edgetrain;
-  inline_edgetrain.has_kernel = [](const std::string& domain, const std::string&, int64_t) {
-    return domain != kEdgetrainDomain;
-  };
-  SessionOptions plain;
-  plain.fuse_operators = false;
-  Session inlined(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
+  Session inlined = InlinedEdgetrainOps(fused);
   EXPECT_EQ(OpTypes(inlined), "Conv,Relu,MaxPool");
   const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 4, 10, 10}, 25)}};
   for (KernelBackend backend : Backends()) {

@@ -16,6 +16,7 @@
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
 #include "ops/registry.hpp"
+#include "ops/shared_kernels.hpp"
 #include "ops/string_ops.hpp"
 #include "ops/vector_math.hpp"
 
@@ -441,6 +442,19 @@ void WhereKernel(KernelContext& ctx) {
   });
 }
 
+}  // namespace
+
+const Tensor* ClipBound(KernelContext& ctx, size_t index, const char* name, const Tensor& x) {
+  if (!ctx.HasInput(index)) return nullptr;
+  const Tensor& t = ctx.Input(index);
+  ET_CHECK(t.dtype() == x.dtype() && t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": '", name,
+           "' must be a single ", DataTypeName(x.dtype()), " value, got ", DataTypeName(t.dtype()), " ",
+           ShapeToString(t.shape()));
+  return &t;
+}
+
+namespace {
+
 void ClipKernel(KernelContext& ctx) {
   Tensor x = ctx.Input(0);
   Tensor& y = ctx.Output(0, x.shape(), x.dtype());
@@ -453,12 +467,7 @@ void ClipKernel(KernelContext& ctx) {
       if (ctx.node().HasAttr("max")) high = static_cast<C>(ctx.node().GetFloat("max", 0));
     } else {
       auto bound = [&](size_t index, const char* name, C& value) {
-        if (!ctx.HasInput(index)) return;
-        const Tensor& t = ctx.Input(index);
-        ET_CHECK(t.dtype() == x.dtype() && t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": '",
-                 name, "' must be a single ", DataTypeName(x.dtype()), " value, got ", DataTypeName(t.dtype()), " ",
-                 ShapeToString(t.shape()));
-        value = elementwise::Load(t.data<T>()[0]);
+        if (const Tensor* t = ClipBound(ctx, index, name, x)) value = elementwise::Load(t->data<T>()[0]);
       };
       bound(1, "min", low);
       bound(2, "max", high);

@@ -417,12 +417,7 @@ struct OutputActivation {
     a.kind = kind;
     if (kind != batchnorm::Activation::Kind::kClip) return a;
     auto bound = [&](size_t index, const char* name, double& value) {
-      if (!ctx.HasInput(index)) return;
-      const Tensor& t = ctx.Input(index);
-      ET_CHECK(t.dtype() == x.dtype() && t.numel() == 1, ErrorCode::kInvalidArgument, ctx.node().Describe(), ": '",
-               name, "' must be a single ", DataTypeName(x.dtype()), " value, got ", DataTypeName(t.dtype()), " ",
-               ShapeToString(t.shape()));
-      value = t.ToDoubleVector()[0];
+      if (const Tensor* t = ClipBound(ctx, index, name, x)) value = t->ToDoubleVector()[0];
     };
     bound(5, "min", a.low);
     bound(6, "max", a.high);

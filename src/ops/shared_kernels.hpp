@@ -22,6 +22,11 @@ void ReluGradKernel(KernelContext& ctx);     // dY where Y > 0 (X > 0 gives the 
 void SigmoidGradKernel(KernelContext& ctx);  // dY * Y * (1 - Y)
 void TanhGradKernel(KernelContext& ctx);     // dY * (1 - Y^2)
 
+// ---- elementwise.cpp ----
+// Clip's bound at input `index` ("min" or "max"): null when the node leaves it out, else the tensor, which must be
+// a single value of X's type (kInvalidArgument naming the node and the bound otherwise).
+const Tensor* ClipBound(KernelContext& ctx, size_t index, const char* name, const Tensor& x);
+
 // ---- softmax.cpp ----
 // (dY, Y) -> dX for Softmax/LogSoftmax with output Y, attribute 'axis' (else `default_axis`). With
 // `coerce_to_2d` (Softmax before opset 13) the dims from axis on are normalised together.
