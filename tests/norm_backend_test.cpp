@@ -143,8 +143,6 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return OrtBatchNormGrad({4, 3, 5, 3});
           }),
-      // The fast float32 kernels' edges: C not a multiple of 8, batch 1, 1x1 and 7x7 planes, planes longer than
-      // their float runs (1024), a mean far from 0 (the sums are taken about a shift).
       row("BatchNormReluTraining",
           [] {
             return BatchNormActivation("BatchNormalizationRelu", {3, 5, 7, 3}, true);
@@ -157,6 +155,8 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return BatchNormActivation("BatchNormalizationClip", {2, 3, 9, 5}, false);
           }),
+      // The fast float32 kernels' edges: C not a multiple of 8, batch 1, 1x1 and 7x7 planes, planes longer than
+      // their float runs (1024), a mean far from 0 (the sums are taken about a shift).
       row("BatchNormTrainingBatch1Odd",
           [] {
             return BatchNorm({1, 13, 7, 7}, true);
