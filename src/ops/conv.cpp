@@ -582,6 +582,8 @@ GridTile GridTileForCpu() {
   return {6, 16, 8};
 #elif defined(__aarch64__)
   return {8, 12, 4};
+#elif defined(__wasm_simd128__)
+  return {2, 16, 4};
 #else
   return {6, 8, 4};
 #endif
@@ -594,6 +596,8 @@ void GridForwardBaseline(int64_t channels, int64_t depth, const int64_t* offsets
   GridForwardStrips<6, 2, 32>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #elif defined(__aarch64__)
   GridForwardStrips<8, 3, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
+#elif defined(__wasm_simd128__)
+  GridForwardStrips<2, 4, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #else
   GridForwardStrips<6, 2, 16>(channels, depth, offsets, packed, grids, out, ld, begin, end);
 #endif
@@ -652,11 +656,12 @@ EDGETRAIN_GEMM_INLINE void GridWeightsRows(int64_t depth, const int64_t* offsets
   for (; k0 < depth; ++k0) GridWeightsTile<MB, 1, Bytes>(depth, offsets, dy, ld, grids, sums, m0, k0);
 }
 
-template <int Bytes>
+// MB x KB tiles (12 accumulators; 8 on WASM, as gemm.hpp's tile), then single rows.
+template <int Bytes, int MB = 4, int KB = 3>
 EDGETRAIN_GEMM_INLINE void GridWeightsImage(int64_t channels, int64_t depth, const int64_t* offsets, const float* dy,
                                             int64_t ld, const float* grids, float* sums) {
   int64_t m0 = 0;
-  for (; m0 + 4 <= channels; m0 += 4) GridWeightsRows<4, 3, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
+  for (; m0 + MB <= channels; m0 += MB) GridWeightsRows<MB, KB, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
   for (; m0 < channels; ++m0) GridWeightsRows<1, 6, Bytes>(depth, offsets, dy, ld, grids, sums, m0);
 }
 
@@ -664,6 +669,8 @@ void GridWeightsBaseline(int64_t channels, int64_t depth, const int64_t* offsets
                          const float* grids, float* sums) {
 #if defined(__AVX2__)
   GridWeightsImage<32>(channels, depth, offsets, dy, ld, grids, sums);
+#elif defined(__wasm_simd128__)
+  GridWeightsImage<16, 2, 4>(channels, depth, offsets, dy, ld, grids, sums);
 #else
   GridWeightsImage<16>(channels, depth, offsets, dy, ld, grids, sums);
 #endif
