@@ -144,6 +144,14 @@ void ForEachBroadcastRun(ThreadPool& pool, const Shape& out_shape, const std::ar
   });
 }
 
+// z = fn(z, y) over n elements, z not overlapping y. A loop that writes what it reads in place, apart:
+// clang's vectorizer (WebAssembly) checks that input and output do not overlap and runs the scalar loop
+// when they are the same buffer; there a branch per ReluGrad element cost 7 ns on random signs.
+template <typename O, typename B, typename Fn>
+void InPlaceBinaryRun(O* __restrict z, const B* __restrict y, int64_t n, Fn fn) {
+  for (int64_t i = 0; i < n; ++i) z[i] = Store<O>(fn(Load(z[i]), Load(y[i])));
+}
+
 // out = fn(a, b) elementwise with broadcasting; out must already have the broadcast shape.
 // fn receives ComputeType values; its result is stored as O. out may alias a when shapes match.
 template <typename A, typename B, typename O, typename Fn>
@@ -158,6 +166,9 @@ void BroadcastBinary(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor&
                            const B* y = b_data + offs[1];
                            O* z = out_data + o;
                            if (strides[0] == 1 && strides[1] == 1) {
+                             if constexpr (std::is_same_v<A, O>) {
+                               if (z == x && static_cast<const void*>(y) != x) return InPlaceBinaryRun(z, y, n, fn);
+                             }
                              for (int64_t i = 0; i < n; ++i) z[i] = Store<O>(fn(Load(x[i]), Load(y[i])));
                            } else if (strides[0] == 1 && strides[1] == 0) {
                              const auto y0 = Load(y[0]);
@@ -189,6 +200,12 @@ void UnaryMap(ThreadPool& pool, const Tensor& in, Tensor& out, Fn fn) {
   const I* x = in.data<I>();
   O* y = out.data<O>();
   pool.ParallelFor(in.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<I, O>) {
+      if (x == y) {  // in place: one pointer, so nothing for the vectorizer to check (see InPlaceBinaryRun)
+        for (int64_t i = begin; i < end; ++i) y[i] = Store<O>(fn(Load(y[i])));
+        return;
+      }
+    }
     for (int64_t i = begin; i < end; ++i) y[i] = Store<O>(fn(Load(x[i])));
   });
 }
