@@ -553,5 +553,44 @@ INSTANTIATE_TEST_SUITE_P(Rows, MaxPoolTies,
                                                       {{8, 1}, {1, 2}, {12, 3}, {5, 4}, {7, 5}}}),
                          RowName());
 
+// 2x2 windows at stride 2 take their taps from the output position (IsPlain2x2 in pool.cpp): on planes of odd
+// height and width, whose last row and column no window covers, Y, Indices and dX equal a loop over the windows.
+TEST(MaxPoolPlain2x2, OddPlanesMatchTheWindowsDefinition) {
+  const Shape shape = {2, 3, 5, 7};
+  const int64_t h = 5, w = 7, oh = 2, ow = 3, planes = 6;
+  const Tensor x = RandomTensor(shape, 61);
+  const Tensor dy = RandomTensor({2, 3, oh, ow}, 62);
+  const std::vector<double> xs = x.ToDoubleVector(), dys = dy.ToDoubleVector();
+  std::vector<double> y, dx(xs.size(), 0.0);
+  std::vector<int64_t> indices;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t r = 0; r < oh; ++r)
+      for (int64_t c = 0; c < ow; ++c) {
+        int64_t best = p * h * w + 2 * r * w + 2 * c;
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 2; ++j) {
+            const int64_t at = p * h * w + (2 * r + i) * w + 2 * c + j;
+            if (xs[static_cast<size_t>(at)] > xs[static_cast<size_t>(best)]) best = at;
+          }
+        y.push_back(xs[static_cast<size_t>(best)]);
+        indices.push_back(best);
+        dx[static_cast<size_t>(best)] += dys[static_cast<size_t>((p * oh + r) * ow + c)];
+      }
+  const AttributeMap pool = {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}};
+  for (bool float32 : {false, true}) {
+    const std::string label = float32 ? "float32" : "float64";
+    const Tensor xt = float32 ? Float32Of(x) : x;
+    const std::vector<Tensor> forward = RunNode(OnnxNode("MaxPool", {xt}, pool, 2));
+    const std::vector<double> expected_y = float32 ? Float32Of(Doubles(y, {2, 3, oh, ow})).ToDoubleVector() : y;
+    ExpectExactly(forward[0], {2, 3, oh, ow}, expected_y, label + " Y");
+    ASSERT_EQ(forward[1].dtype(), DataType::kInt64) << label;
+    EXPECT_EQ(forward[1].ToVector<int64_t>(), indices) << label << " Indices";
+    const Tensor dyt = float32 ? Float32Of(dy) : dy;
+    const std::vector<Tensor> grad = RunNode(GradNode("MaxPoolGrad", kEdgetrainDomain, {dyt, xt}, pool, 1));
+    const std::vector<double> expected_dx = float32 ? Float32Of(Doubles(dx, shape)).ToDoubleVector() : dx;
+    ExpectExactly(grad[0], shape, expected_dx, label + " dX");
+  }
+}
+
 }  // namespace
 }  // namespace edgetrain::testing
