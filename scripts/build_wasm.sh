@@ -12,7 +12,7 @@ variants=(build-wasm build-wasm-mt)
 jobs=$(( ${EDGETRAIN_JOBS:-2} / ${#variants[@]} )); [ "$jobs" -ge 1 ] || jobs=1
 
 build() {  # build() DIR: configures and links one module; its log in DIR/build.log
-  local dir=$1 threads=OFF name=edgetrain flags="-msimd128 -fwasm-exceptions" start=$SECONDS
+  local dir=$1 threads=OFF name=edgetrain flags="-msimd128 -fopenmp-simd -fwasm-exceptions" start=$SECONDS
   [ "$dir" = build-wasm-mt ] && threads=ON name=edgetrain-mt flags="$flags -pthread"
   mkdir -p "$dir"
   { emcmake cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
