@@ -261,6 +261,57 @@ void ForEachWindow(const PoolGeometry& g, const PoolWindows& windows, Extent, Fn
     }
 }
 
+#if defined(__wasm_simd128__)
+// WebAssembly: WindowMax's scalar selects took 16 ns per window in Node.js 20 (2 ns natively). Four windows of the
+// table at a time in vector lanes, with WindowMax's comparisons per lane: best[i], offset[i] for windows first + i.
+template <size_t Extent>
+void WindowMaxima4(const float* plane, const PoolWindows& windows, int64_t first, float* best, int64_t* offset) {
+  typedef float F4 __attribute__((vector_size(16)));
+  typedef int32_t M4 __attribute__((vector_size(16)));
+  typedef int64_t O4 __attribute__((vector_size(32)));
+  constexpr int64_t e = static_cast<int64_t>(Extent);
+  const int64_t* taps = windows.offsets.data() + first * e;
+  F4 top = F4{} - std::numeric_limits<float>::infinity();
+  O4 at = {taps[0], taps[e], taps[2 * e], taps[3 * e]};
+  for (int64_t t = 0; t < e; ++t) {
+    const O4 tap = {taps[t], taps[e + t], taps[2 * e + t], taps[3 * e + t]};
+    const F4 v = {plane[tap[0]], plane[tap[1]], plane[tap[2]], plane[tap[3]]};
+    const M4 better = v > top;
+    top = reinterpret_cast<F4>((reinterpret_cast<M4>(v) & better) | (reinterpret_cast<M4>(top) & ~better));
+    const O4 wide = __builtin_convertvector(better, O4);
+    at = (tap & wide) | (at & ~wide);
+  }
+  __builtin_memcpy(best, &top, sizeof top);
+  __builtin_memcpy(offset, &at, sizeof at);
+}
+#endif
+
+// fn(o, best, offset) for every output position o of a plane, in order: WindowMax of its window.
+template <typename T, typename Extent, typename Fn>
+void ForEachWindowMax(const PoolGeometry& g, const PoolWindows& windows, Extent extent, const T* plane, Fn&& fn) {
+#if defined(__wasm_simd128__)
+  if constexpr (std::is_same_v<T, float> && Extent::value != std::dynamic_extent) {
+    const int64_t count = g.OutputSize();
+    int64_t o = 0;
+    for (; o + 4 <= count; o += 4) {
+      float best[4];
+      int64_t offset[4];
+      WindowMaxima4<Extent::value>(plane, windows, o, best, offset);
+      for (int64_t i = 0; i < 4; ++i) fn(o + i, best[i], offset[i]);
+    }
+    for (; o < count; ++o) {
+      const auto [best, offset] = WindowMax(plane, windows.Taps<Extent::value>(o));
+      fn(o, best, offset);
+    }
+    return;
+  }
+#endif
+  ForEachWindow(g, windows, extent, [&](int64_t o, auto taps) {
+    const auto [best, offset] = WindowMax(plane, taps);
+    fn(o, best, offset);
+  });
+}
+
 // Row-major spatial offset -> column-major spatial offset (MaxPool storage_order = 1).
 int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
   int64_t result = 0, stride = 1;
@@ -294,8 +345,7 @@ void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, 
     ForEachPlaneWithTaps(ctx, g, windows, [&](int64_t plane, auto extent) {
       const T* xin = xp + plane * in_size;
       T* yout = yp + plane * out_size;
-      ForEachWindow(g, windows, extent, [&](int64_t o, auto taps) {
-        const auto [best, best_offset] = WindowMax(xin, taps);
+      ForEachWindowMax(g, windows, extent, xin, [&](int64_t o, T best, int64_t best_offset) {
         yout[o] = best;
         if (indices) {
           const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
@@ -549,8 +599,7 @@ void MaxPoolGradKernel(KernelContext& ctx) {
       const T* dyout = dyp + plane * out_size;
       T* dxin = dxp + plane * in_size;
       std::fill(dxin, dxin + in_size, T(0));
-      ForEachWindow(g, windows, extent,
-                    [&](int64_t o, auto taps) { dxin[WindowMax(xin, taps).second] += dyout[o]; });
+      ForEachWindowMax(g, windows, extent, xin, [&](int64_t o, T, int64_t best) { dxin[best] += dyout[o]; });
     });
   });
 }
