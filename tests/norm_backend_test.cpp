@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <random>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -14,6 +16,7 @@
 #include "backend_check.hpp"
 #include "core/threading.hpp"
 #include "ops/batchnorm_fast.hpp"
+#include "ops/pool_windows.hpp"
 
 namespace edgetrain::testing {
 namespace {
@@ -590,6 +593,40 @@ TEST(MaxPoolPlain2x2, OddPlanesMatchTheWindowsDefinition) {
     const std::vector<double> expected_dx = float32 ? Float32Of(Doubles(dx, shape)).ToDoubleVector() : dx;
     ExpectExactly(grad[0], shape, expected_dx, label + " dX");
   }
+}
+
+// MaxPool's four-lane window maximum (the WebAssembly build's path) picks what WindowMax picks, bit for bit, on
+// windows of 4 and 9 taps drawn from values with ties, NaNs and -inf, including windows of NaNs only.
+template <size_t Extent>
+void ExpectFourLanesMatchWindowMax(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {1.0f, 2.0f, -1.0f, nan, -inf, 2.0f};
+  std::vector<float> plane(32);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    for (float& v : plane) v = values[rng() % values.size()];
+    if (trial == 0) std::fill(plane.begin(), plane.end(), nan);
+    pool_detail::PoolWindows windows;
+    for (size_t i = 0; i < 8 * Extent; ++i) windows.offsets.push_back(static_cast<int64_t>(rng() % plane.size()));
+    for (int64_t first = 0; first < 8; first += 4) {
+      float best[4];
+      int64_t offset[4];
+      pool_detail::WindowMaxima4<Extent>(plane.data(), windows, first, best, offset);
+      for (int64_t i = 0; i < 4; ++i) {
+        const auto [want, want_offset] = pool_detail::WindowMax(plane.data(), windows.Taps<Extent>(first + i));
+        ASSERT_EQ(std::bit_cast<uint32_t>(best[i]), std::bit_cast<uint32_t>(want)) << "trial " << trial;
+        ASSERT_EQ(offset[i], want_offset) << "trial " << trial;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4000);
+}
+
+TEST(MaxPoolWindows, FourLanesMatchWindowMax) {
+  ExpectFourLanesMatchWindowMax<4>(71);
+  ExpectFourLanesMatchWindowMax<9>(72);
 }
 
 }  // namespace
