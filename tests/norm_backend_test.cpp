@@ -556,9 +556,9 @@ INSTANTIATE_TEST_SUITE_P(Rows, MaxPoolTies,
                                                       {{8, 1}, {1, 2}, {12, 3}, {5, 4}, {7, 5}}}),
                          RowName());
 
-// 2x2 windows at stride 2 take their taps from the output position (IsPlain2x2 in pool.cpp): on planes of odd
-// height and width, whose last row and column no window covers, Y, Indices and dX equal a loop over the windows.
-TEST(MaxPoolPlain2x2, OddPlanesMatchTheWindowsDefinition) {
+// 2x2 windows at stride 2 on planes of odd height and width, whose last row and column no window covers: Y, Indices
+// and dX equal a loop over the windows.
+TEST(MaxPool2x2Stride2, OddPlanesMatchTheWindowsDefinition) {
   const Shape shape = {2, 3, 5, 7};
   const int64_t h = 5, w = 7, oh = 2, ow = 3, planes = 6;
   const Tensor x = RandomTensor(shape, 61);

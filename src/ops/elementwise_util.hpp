@@ -144,9 +144,9 @@ void ForEachBroadcastRun(ThreadPool& pool, const Shape& out_shape, const std::ar
   });
 }
 
-// z = fn(z, y) over n elements, z not overlapping y. A loop that writes what it reads in place, apart:
-// clang's vectorizer (WebAssembly) checks that input and output do not overlap and runs the scalar loop
-// when they are the same buffer; there a branch per ReluGrad element cost 7 ns on random signs.
+// z = fn(z, y) over n elements, z not overlapping y: BroadcastBinary's in-place case as a loop of its own. clang's
+// vectorizer (WebAssembly) checks that input and output do not overlap and runs the scalar loop when they are the
+// same buffer; there a branch per ReluGrad element cost 7 ns on random signs.
 template <typename O, typename B, typename Fn>
 void InPlaceBinaryRun(O* __restrict z, const B* __restrict y, int64_t n, Fn fn) {
   for (int64_t i = 0; i < n; ++i) z[i] = Store<O>(fn(Load(z[i]), Load(y[i])));

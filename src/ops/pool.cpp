@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <array>
 #include <map>
 #include <memory>
 #include <span>
@@ -18,8 +17,8 @@
 #include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
-#include "ops/registry.hpp"
 #include "ops/pool_windows.hpp"
+#include "ops/registry.hpp"
 #include "ops/shared_kernels.hpp"
 
 namespace edgetrain {
@@ -197,57 +196,25 @@ void ForEachPlaneWithTaps(KernelContext& ctx, const PoolGeometry& g, const PoolW
   });
 }
 
-// Every window 2x2 at stride 2 and inside the input (LeNet's and VGG's pooling): the taps follow from the
-// output position, without PoolWindows' table (a third of the time per window in WebAssembly).
-bool IsPlain2x2(const PoolGeometry& g) {
-  if (g.input.size() != 2) return false;
-  for (size_t d = 0; d < 2; ++d)
-    if (g.kernel[d] != 2 || g.strides[d] != 2 || g.dilations[d] != 1 || g.pad_begin[d] != 0 ||
-        g.output[d] * 2 > g.input[d])
-      return false;
-  return true;
-}
-
-// fn(o, taps) for every output position o of a plane, in order: IsPlain2x2's taps, else the table's.
-template <typename Fn, typename Extent>
-void ForEachWindow(const PoolGeometry& g, const PoolWindows& windows, Extent, Fn&& fn) {
-  if (!IsPlain2x2(g)) {
-    for (int64_t o = 0; o < g.OutputSize(); ++o) fn(o, windows.Taps<Extent::value>(o));
-    return;
-  }
-  const int64_t iw = g.input[1];
-  for (int64_t r = 0, o = 0; r < g.output[0]; ++r)
-    for (int64_t c = 0; c < g.output[1]; ++c, ++o) {
-      const int64_t base = 2 * r * iw + 2 * c;
-      const std::array<int64_t, 4> taps = {base, base + 1, base + iw, base + iw + 1};
-      fn(o, std::span<const int64_t, 4>(taps));
-    }
-}
-
 // fn(o, best, offset) for every output position o of a plane, in order: WindowMax of its window.
 template <typename T, typename Extent, typename Fn>
-void ForEachWindowMax(const PoolGeometry& g, const PoolWindows& windows, Extent extent, const T* plane, Fn&& fn) {
+void ForEachWindowMax(const PoolGeometry& g, const PoolWindows& windows, Extent, const T* plane, Fn&& fn) {
+  const int64_t count = g.OutputSize();
+  int64_t o = 0;
 #if defined(__wasm_simd128__)
   if constexpr (std::is_same_v<T, float> && Extent::value != std::dynamic_extent) {
-    const int64_t count = g.OutputSize();
-    int64_t o = 0;
     for (; o + 4 <= count; o += 4) {
       float best[4];
       int64_t offset[4];
       WindowMaxima4<Extent::value>(plane, windows, o, best, offset);
       for (int64_t i = 0; i < 4; ++i) fn(o + i, best[i], offset[i]);
     }
-    for (; o < count; ++o) {
-      const auto [best, offset] = WindowMax(plane, windows.Taps<Extent::value>(o));
-      fn(o, best, offset);
-    }
-    return;
   }
 #endif
-  ForEachWindow(g, windows, extent, [&](int64_t o, auto taps) {
-    const auto [best, offset] = WindowMax(plane, taps);
+  for (; o < count; ++o) {
+    const auto [best, offset] = WindowMax(plane, windows.Taps<Extent::value>(o));
     fn(o, best, offset);
-  });
+  }
 }
 
 // Row-major spatial offset -> column-major spatial offset (MaxPool storage_order = 1).
