@@ -871,9 +871,10 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
 // stride 1, no dilation, kernel width 3, 5 or 7) runs directly on the plain layout. im2col would
 // write the image once per kernel tap, and oneDNN pads the few output channels to 16 and reorders
 // around its primitive. Each image is first copied into a zero-padded plane wide enough that every
-// 16-column block of every output row reads inside it; the blocks then run on register tiles.
+// column block (kPlaneBlock) of every output row reads inside it; the blocks then run on register tiles.
 
-// Output columns per register tile: 8 on WASM SIMD128, where V8 would spill 16-column tiles.
+// Output columns per register tile: 8 on WASM SIMD128, the two 4-float vectors of SingleChannelForwardVectors
+// (V8 spilled the auto-vectorised 16-column tiles).
 #if defined(__wasm_simd128__)
 constexpr int64_t kPlaneBlock = 8;
 #else
