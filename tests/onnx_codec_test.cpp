@@ -1,10 +1,12 @@
 // The device runtime's ONNX codec (src/onnx/onnx_codec.cpp, nanopb) against libonnx's protobuf: the same
 // bytes both ways, and malformed input refused with a typed error before anything is allocated for it.
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "onnx/importer.hpp"
 #include "onnx/onnx_messages.hpp"
+#include "runtime/session.hpp"
 #include "test_util.hpp"
 
 namespace edgetrain {
@@ -103,6 +105,65 @@ TEST(OnnxCodec, BoundsNesting) {
   const std::string bytes = Serialize(m);
   EXPECT_ERROR(LoadModelFromBuffer(bytes.data(), bytes.size(), "deep.onnx"), ErrorCode::kInvalidModel,
                "'deep.onnx' is not a valid ONNX model (messages nest more than 100 deep)");
+}
+
+// ONNX 1.12's shape inference copies raw data by its byte count into a vector sized by the element count: a size
+// that is no multiple of the element overflowed it (fuzz_ort_model). Every tensor is refused, named, before it runs.
+TEST(OnnxCodec, RawDataOfTheWrongSizeIsRefusedBeforeShapeInference) {
+  auto model = [](const std::function<void(onnx::GraphProto*, onnx::TensorProto*)>& place) {
+    onnx::ModelProto m = NewModel();
+    auto* g = m.mutable_graph();
+    AddValue(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {"2", "3"});
+    AddValue(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {"6"});
+    AddNode(g, "Reshape", {"x", "shape"}, {"y"});
+    onnx::TensorProto shape;
+    shape.set_name("shape");
+    shape.set_data_type(onnx::TensorProto::INT64);
+    shape.add_dims(1);
+    const int64_t six = 6;
+    shape.set_raw_data(std::string(reinterpret_cast<const char*>(&six), 8) + '\x01');  // 9 bytes for one int64
+    place(g, &shape);
+    return Serialize(m);
+  };
+  const std::string initializer = model([](onnx::GraphProto* g, onnx::TensorProto* shape) {
+    *g->add_initializer() = *shape;
+  });
+  EXPECT_ERROR(LoadModelFromBuffer(initializer.data(), initializer.size(), "init.onnx", ".", ExecutionImportOptions()),
+               ErrorCode::kInvalidModel,
+               "initializer 'shape' in init.onnx: has 9 bytes of data but its shape [1] of int64 needs 8");
+  const std::string constant = model([](onnx::GraphProto* g, onnx::TensorProto* shape) {
+    auto* node = AddNode(g, "Constant", {}, {"shape"});
+    node->set_name("c");
+    auto* a = node->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = *shape;
+  });
+  EXPECT_ERROR(LoadModelFromBuffer(constant.data(), constant.size(), "const.onnx", ".", ExecutionImportOptions()),
+               ErrorCode::kInvalidModel,
+               "node 'c' (Constant) attribute 'value' in const.onnx: has 9 bytes of data but its shape [1] of int64 "
+               "needs 8");
+  const std::string nested = model([](onnx::GraphProto* g, onnx::TensorProto* shape) {
+    auto* node = AddNode(g, "If", {"flag"}, {"unused"});
+    auto* a = node->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g()->add_initializer() = *shape;
+  });
+  EXPECT_ERROR(LoadModelFromBuffer(nested.data(), nested.size(), "if.onnx", ".", ExecutionImportOptions()),
+               ErrorCode::kInvalidModel,
+               "initializer 'shape' in if.onnx: has 9 bytes of data but its shape [1] of int64 needs 8");
+  // The same model with 8 bytes loads and runs.
+  const std::string good = model([](onnx::GraphProto* g, onnx::TensorProto* shape) {
+    shape->mutable_raw_data()->resize(8);
+    *g->add_initializer() = *shape;
+  });
+  Session session(LoadModelFromBuffer(good.data(), good.size(), "good.onnx", ".", ExecutionImportOptions()));
+  Tensor x(DataType::kFloat32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.data<float>()[i] = static_cast<float>(i);
+  const Tensor y = session.Run({{"x", x}}).at(0);
+  EXPECT_EQ(y.shape(), (Shape{6}));
+  EXPECT_EQ(y.data<float>()[5], 5.0f);
 }
 
 }  // namespace

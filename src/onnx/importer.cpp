@@ -354,6 +354,31 @@ void CheckDefinedForConversion(const onnxpb::GraphProto& g, const std::string& s
              "' is not computed by any node, nor a graph input or initializer");
 }
 
+void CheckRawDataSizes(const onnxpb::GraphProto& g, const std::string& source);
+
+// ONNX 1.12's shape inference (and its version converter) copies a tensor's raw data by its byte count into a vector
+// sized by its element count, a heap overflow when they disagree: every tensor is checked before those run.
+template <typename Nodes>
+void CheckNodeTensors(const Nodes& nodes, const std::string& source) {
+  for (const auto& n : nodes)
+    for (const auto& a : n.attribute()) {
+      if (a.has_t() || a.tensors_size() > 0) {
+        const std::string domain = NormalDomain(n.domain());
+        const std::string what = "node '" + n.name() + "' (" + (domain.empty() ? "" : domain + ".") + n.op_type() +
+                                 ") attribute '" + a.name() + "' in " + source;
+        if (a.has_t()) onnx_proto::CheckRawDataSize(a.t(), what);
+        for (const auto& t : a.tensors()) onnx_proto::CheckRawDataSize(t, what);
+      }
+      if (a.has_g()) CheckRawDataSizes(a.g(), source);
+      for (const auto& sub : a.graphs()) CheckRawDataSizes(sub, source);
+    }
+}
+
+void CheckRawDataSizes(const onnxpb::GraphProto& g, const std::string& source) {
+  for (const auto& t : g.initializer()) onnx_proto::CheckRawDataSize(t, "initializer '" + t.name() + "' in " + source);
+  CheckNodeTensors(g.node(), source);
+}
+
 }  // namespace
 
 Model onnx_proto::ImportModelProto(onnxpb::ModelProto& proto, const std::string& source, const std::string& base_dir,
@@ -362,6 +387,8 @@ Model onnx_proto::ImportModelProto(onnxpb::ModelProto& proto, const std::string&
            "' is not a valid ONNX model: it has no graph (truncated or corrupt file?)");
   ET_CHECK(proto.graph().sparse_initializer_size() == 0, ErrorCode::kNotImplemented, source,
            ": sparse initializers are not supported");
+  CheckRawDataSizes(proto.graph(), source);
+  for (const auto& f : proto.functions()) CheckNodeTensors(f.node(), source);
   ImportContext ctx{source, base_dir, &options, {}, {}, {}, 0};
   Model model;
   model.source = source;

@@ -24,6 +24,10 @@ Model ImportModelProto(onnxpb::ModelProto& proto, const std::string& source, con
 void InferValueInfo(onnxpb::ModelProto& proto);
 
 // `base_dir` resolves external data; `what` names the tensor in errors ("initializer 'w' in m.onnx").
+// CheckedTensorBytes: the bytes its type and shape need (a known type, dimensions >= 0, within the limit);
+// CheckRawDataSize refuses raw data of another size.
+uint64_t CheckedTensorBytes(const onnxpb::TensorProto& proto, const std::string& what);
+void CheckRawDataSize(const onnxpb::TensorProto& proto, const std::string& what);
 Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base_dir, const std::string& what);
 void TensorToProto(const Tensor& tensor, const std::string& name, onnxpb::TensorProto* proto);
 ValueInfo ValueInfoFromProto(const onnxpb::ValueInfoProto& proto);

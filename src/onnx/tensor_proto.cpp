@@ -86,21 +86,40 @@ Tensor StringTensorFromProto(const onnxpb::TensorProto& proto, const Shape& shap
 
 }  // namespace
 
-Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base_dir, const std::string& what) {
+uint64_t CheckedTensorBytes(const onnxpb::TensorProto& proto, const std::string& what) {
   ET_CHECK(IsKnownDataType(proto.data_type()), ErrorCode::kNotImplemented, what, ": unsupported data type ",
            proto.data_type());
-  DataType dtype = static_cast<DataType>(proto.data_type());
-  Shape shape(proto.dims().begin(), proto.dims().end());
+  const DataType dtype = static_cast<DataType>(proto.data_type());
+  const Shape shape(proto.dims().begin(), proto.dims().end());
   for (int64_t d : shape)
     ET_CHECK(d >= 0, ErrorCode::kInvalidModel, what, ": negative dimension in shape ", ShapeToString(shape));
-  int64_t numel = NumElements(shape);
-  if (dtype == DataType::kString) return StringTensorFromProto(proto, shape, numel, what);
-  uint64_t bytes = static_cast<uint64_t>(numel) * DataTypeSize(dtype);
+  const int64_t numel = NumElements(shape);
+  if (dtype == DataType::kString) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(numel) * DataTypeSize(dtype);
   ET_CHECK(numel == 0 || bytes / DataTypeSize(dtype) == static_cast<uint64_t>(numel), ErrorCode::kResourceExhausted,
            what, ": shape ", ShapeToString(shape), " overflows");
-
   ET_CHECK(bytes <= kMaxTensorBytes, ErrorCode::kResourceExhausted, what, ": shape ", ShapeToString(shape),
            " needs ", bytes, " bytes, more than the limit of ", kMaxTensorBytes);
+  return bytes;
+}
+
+void CheckRawDataSize(const onnxpb::TensorProto& proto, const std::string& what) {
+  if (!proto.has_raw_data() || proto.data_location() == onnxpb::TensorProto::EXTERNAL) return;
+  const uint64_t bytes = CheckedTensorBytes(proto, what);
+  const DataType dtype = static_cast<DataType>(proto.data_type());
+  ET_CHECK(dtype != DataType::kString, ErrorCode::kInvalidModel, what,
+           ": a string tensor keeps its strings in string_data, not in raw or external data");
+  ET_CHECK(proto.raw_data().size() == bytes, ErrorCode::kInvalidModel, what, ": has ", proto.raw_data().size(),
+           " bytes of data but its shape ", ShapeToString(Shape(proto.dims().begin(), proto.dims().end())), " of ",
+           DataTypeName(dtype), " needs ", bytes);
+}
+
+Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base_dir, const std::string& what) {
+  const uint64_t bytes = CheckedTensorBytes(proto, what);
+  const DataType dtype = static_cast<DataType>(proto.data_type());
+  const Shape shape(proto.dims().begin(), proto.dims().end());
+  const int64_t numel = NumElements(shape);
+  if (dtype == DataType::kString) return StringTensorFromProto(proto, shape, numel, what);
   bool external = proto.data_location() == onnxpb::TensorProto::EXTERNAL;
   std::string external_bytes;
   const std::string* raw = nullptr;
@@ -108,12 +127,10 @@ Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base
     external_bytes = ReadExternalData(proto, base_dir, what, bytes);
     raw = &external_bytes;
   } else if (proto.has_raw_data()) {
+    CheckRawDataSize(proto, what);  // before allocating
     raw = &proto.raw_data();
   }
   if (raw) {
-    // Checked before allocating: a declared shape must match the bytes actually present.
-    ET_CHECK(raw->size() == bytes, ErrorCode::kInvalidModel, what, ": has ", raw->size(),
-             " bytes of data but its shape ", ShapeToString(shape), " of ", DataTypeName(dtype), " needs ", bytes);
     Tensor t(dtype, shape, what);
     if (bytes) std::memcpy(t.raw(), raw->data(), bytes);
     return t;
