@@ -101,9 +101,11 @@ std::vector<Case> Cases() {
   struct Shape {
     int64_t m, n, k;
   };
-  // 1 and 3 (below every tile), 17 and 255 (partial tiles), 100 past kBlockM, 300 past kBlockK, 2100 past kBlockN.
-  const Shape shapes[] = {{1, 1, 1},   {3, 17, 1},    {17, 3, 255}, {255, 17, 3}, {17, 255, 17},
-                          {1, 255, 17}, {100, 33, 17}, {64, 2100, 3}, {13, 40, 300}};
+  // 1 and 3 (below every tile), 17 and 255 (partial tiles), 100 past kBlockM, 300 past kBlockK, 2100 past kBlockN;
+  // depths 1 and 2 of a large product (Serial's outer-product path).
+  const Shape shapes[] = {{1, 1, 1},     {3, 17, 1},    {17, 3, 255}, {255, 17, 3}, {17, 255, 17},
+                          {1, 255, 17},  {100, 33, 17}, {64, 2100, 3}, {13, 40, 300}, {120, 400, 1},
+                          {84, 255, 2}};
   std::vector<Case> cases;
   for (const Shape& s : shapes)
     for (int t = 0; t < 4; ++t)

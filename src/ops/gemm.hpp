@@ -36,6 +36,7 @@ constexpr int64_t kBlockM = 96;
 constexpr int64_t kBlockN = 2048;
 // Below this many multiply-adds packing costs more than it saves.
 constexpr int64_t kSmallProduct = 16 * 1024;
+constexpr int64_t kDirectDepth = 2;
 
 template <typename T>
 struct Operands {
@@ -335,8 +336,10 @@ template <typename T>
 void Direct(const Operands<T>& g) {
   for (int64_t i = 0; i < g.m; ++i) {
     T* crow = g.c + i * g.ldc;
+    // With beta == 0, rows of B (not B^T) write their first product instead of adding it to zeros.
+    const bool first_writes = g.beta == T(0) && !g.trans_b && g.k > 0;
     if (g.beta == T(0)) {
-      std::fill(crow, crow + g.n, T(0));
+      if (!first_writes) std::fill(crow, crow + g.n, T(0));
     } else if (g.beta != T(1)) {
       for (int64_t j = 0; j < g.n; ++j) crow[j] *= g.beta;
     }
@@ -344,7 +347,11 @@ void Direct(const Operands<T>& g) {
       for (int64_t p = 0; p < g.k; ++p) {
         const T aip = g.alpha * g.A(i, p);
         const T* brow = g.b + p * g.ldb;
-        for (int64_t j = 0; j < g.n; ++j) crow[j] += aip * brow[j];
+        if (p == 0 && first_writes) {
+          for (int64_t j = 0; j < g.n; ++j) crow[j] = aip * brow[j];
+        } else {
+          for (int64_t j = 0; j < g.n; ++j) crow[j] += aip * brow[j];
+        }
       }
     } else {
       for (int64_t j = 0; j < g.n; ++j) {
@@ -374,7 +381,8 @@ void Serial(const Operands<T>& g) {
     }
     return;
   }
-  if (g.m == 1 || g.m * g.n * g.k <= kSmallProduct) {
+  // Direct also for a sum of one or two outer products (a linear layer's dW at batch 1 or 2: packing cost 2x).
+  if (g.m == 1 || g.m * g.n * g.k <= kSmallProduct || (g.k <= kDirectDepth && !g.trans_b)) {
     Direct(g);
     return;
   }
