@@ -3,6 +3,8 @@
 // (the direct kernels); and the reference kernels' float32 fast paths against their float64 plain loops.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "backend_check.hpp"
 #include "ops/conv_dnnl.hpp"
 
@@ -148,6 +150,23 @@ std::vector<OpCase> ConvBackendCases() {
   AddConvFloat32(rows, "WideKernelSmallImage", {2, 2, 2, 2}, {3, 2, 7, 7}, {{"pads", Ints({3, 3, 3, 3})}});
   // More weights than GridConvWeights keeps partial sums for (with 8 lanes): im2col for ConvGrad.
   AddConvFloat32(rows, "ManyWeights", {1, 128, 3, 3}, {128, 128, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}});
+  // 1-D kernel-3 stride-1 convolutions with 32 or more input channels run Winograd F(4, 3) in float32 (conv.cpp):
+  // whole and partial last tiles, asymmetric pads, images in more than one group of tiles, and the fused
+  // ConvReluMaxPool of an EEG CNN; within 2e-6 of the largest output (measured: up to 5e-6 absolute on outputs of
+  // magnitude ~3).
+  for (const auto& [name, x, w, pads] : std::vector<std::tuple<std::string, Shape, Shape, std::vector<int64_t>>>{
+           {"Winograd1D", {2, 32, 40}, {12, 32, 3}, {1, 1}},
+           {"Winograd1DPartialTile", {1, 33, 23}, {8, 33, 3}, {0, 2}},
+           {"Winograd1DWide", {2, 64, 64}, {32, 64, 3}, {2, 0}},
+           {"Winograd1DImageGroups", {3, 32, 700}, {8, 32, 3}, {1, 1}}}) {
+    std::vector<Tensor> inputs = {RandomTensor(x, 21), RandomTensor(w, 22), RandomTensor({w[0]}, 23)};
+    rows.push_back(BackendCase("Float32Conv_" + name, OnnxNode("Conv", inputs, {{"pads", Ints(pads)}}),
+                               BackendCheck::kFloat32VsFloat64, 2e-6));
+  }
+  OneNode eeg = OnnxNode("ConvReluMaxPool", {RandomTensor({2, 40, 64}, 24), RandomTensor({16, 40, 3}, 25)},
+                         {{"pads", Ints({1, 1})}, {"pool_kernel_shape", Ints({4})}, {"pool_strides", Ints({4})}});
+  eeg.domain = kEdgetrainDomain;
+  rows.push_back(BackendCase("Float32ConvReluMaxPool1D", eeg, BackendCheck::kFloat32VsFloat64, 2e-6));
   OneNode fused = OnnxNode("ConvReluMaxPool", {RandomTensor({2, 3, 8, 9}, 15), RandomTensor({5, 3, 3, 3}, 16)},
                            {{"pads", Ints({1, 1, 1, 1})}, {"pool_kernel_shape", Ints({2, 2})},
                             {"pool_strides", Ints({2, 2})}});

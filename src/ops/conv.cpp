@@ -817,6 +817,105 @@ void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGri
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// 1-D Winograd F(4, 3) (Lavin and Gray's transforms): a float kernel-3 convolution at stride 1 computes each 4
+// outputs from a tile of 6 inputs with 6 products per (output, input) channel pair instead of 12. Every channel's
+// tiles are transformed (B^T d), 6 GEMMs multiply the transformed weights (G g) by them, and A^T folds each tile's
+// 6 sums into its 4 outputs. Where oneDNN does not run (WebAssembly, the device runtime), EEG-style 1-D CNNs do
+// half the multiplies.
+constexpr int64_t kWinogradOutputs = 4, kWinogradTile = 6;
+
+// The GEMMs' depth is the input channels: below 32 the grid convolution's (3 x channels) runs faster.
+bool IsWinograd1D(const ConvGeometry& g) {
+  return g.input.size() == 1 && g.kernel[0] == 3 && g.strides[0] == 1 && g.dilations[0] == 1 && g.group == 1 &&
+         g.output[0] >= 4 * kWinogradOutputs && g.in_channels >= 32 && g.out_channels >= 8;
+}
+
+// U[u][m][c] = (G w[m][c])[u], in double.
+void WinogradWeights(const ConvGeometry& g, const float* w, float* u) {
+  const int64_t mc = g.out_channels * g.in_channels;
+  for (int64_t i = 0; i < mc; ++i) {
+    const double g0 = w[3 * i], g1 = w[3 * i + 1], g2 = w[3 * i + 2];
+    const double t[kWinogradTile] = {g0 / 4,
+                                     -(g0 + g1 + g2) / 6,
+                                     -(g0 - g1 + g2) / 6,
+                                     g0 / 24 + g1 / 12 + g2 / 6,
+                                     g0 / 24 - g1 / 12 + g2 / 6,
+                                     g2};
+    for (int64_t k = 0; k < kWinogradTile; ++k) u[k * mc + i] = static_cast<float>(t[k]);
+  }
+}
+
+// V[u][c][column + t] = (B^T d)[u] for the tiles d = row[4t .. 4t + 5] of each channel's zero-padded row; V's rows
+// are `ld` long (the tiles of several images side by side).
+void WinogradInputs(const ConvGeometry& g, int64_t tiles, const float* x, float* row, float* v, int64_t ld) {
+  const int64_t channels = g.in_channels, length = g.input[0], plane = channels * ld;
+  const int64_t row_size = tiles * kWinogradOutputs + 2;
+  for (int64_t c = 0; c < channels; ++c) {
+    std::fill(row, row + row_size, 0.0f);
+    std::copy(x + c * length, x + (c + 1) * length, row + g.pad_begin[0]);
+    float* out = v + c * ld;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const float* d = row + t * kWinogradOutputs;
+      out[t] = 4 * d[0] - 5 * d[2] + d[4];
+      out[plane + t] = -4 * d[1] - 4 * d[2] + d[3] + d[4];
+      out[2 * plane + t] = 4 * d[1] - 4 * d[2] - d[3] + d[4];
+      out[3 * plane + t] = -2 * d[1] - d[2] + 2 * d[3] + d[4];
+      out[4 * plane + t] = 2 * d[1] - d[2] - 2 * d[3] + d[4];
+      out[5 * plane + t] = 4 * d[1] - 5 * d[3] + d[5];
+    }
+  }
+}
+
+// Images are taken in groups of about kWinogradColumns tiles, so that each of the 6 GEMMs is wide enough.
+constexpr int64_t kWinogradColumns = 512;
+
+void Winograd1DForward(KernelContext& ctx, const ConvGeometry& g, const float* xp, const float* wp, const float* bp,
+                       float* yp, bool relu) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t m_count = g.out_channels, c_count = g.in_channels, out_len = g.output[0];
+  const int64_t tiles = (out_len + kWinogradOutputs - 1) / kWinogradOutputs;
+  const int64_t per_group = std::clamp<int64_t>(kWinogradColumns / tiles, 1, g.batch);
+  const int64_t ld = per_group * tiles, row_size = tiles * kWinogradOutputs + 2;
+  const size_t u_size = static_cast<size_t>(kWinogradTile * m_count * c_count);
+  const size_t v_size = static_cast<size_t>(kWinogradTile * c_count * ld);
+  const size_t sums_size = static_cast<size_t>(kWinogradTile * m_count * ld);
+  NodeScratch<float> scratch(ctx, u_size + v_size + sums_size + static_cast<size_t>(row_size));
+  float* u = scratch.Take(u_size).data();
+  float* v = scratch.Take(v_size).data();
+  float* sums = scratch.Take(sums_size).data();
+  float* row = scratch.Take(static_cast<size_t>(row_size)).data();
+  WinogradWeights(g, wp, u);
+  for (int64_t first = 0; first < g.batch; first += per_group) {
+    const int64_t images = std::min(per_group, g.batch - first);
+    for (int64_t i = 0; i < images; ++i)
+      WinogradInputs(g, tiles, xp + (first + i) * c_count * g.input[0], row, v + i * tiles, ld);
+    for (int64_t k = 0; k < kWinogradTile; ++k)
+      Gemm<float>(false, false, m_count, images * tiles, c_count, 1.0f, u + k * m_count * c_count, c_count,
+                  v + k * c_count * ld, ld, 0.0f, sums + k * m_count * ld, ld, &threads);
+    const int64_t plane = m_count * ld;
+    threads.ParallelFor(images * m_count, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t i = item / m_count, m = item % m_count;
+        const float bias = bp ? bp[m] : 0.0f;
+        const float* s = sums + m * ld + i * tiles;
+        float* y = yp + ((first + i) * m_count + m) * out_len;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const float s0 = s[t], s1 = s[plane + t], s2 = s[2 * plane + t], s3 = s[3 * plane + t],
+                      s4 = s[4 * plane + t], s5 = s[5 * plane + t];
+          const float outs[kWinogradOutputs] = {s0 + s1 + s2 + s3 + s4, s1 - s2 + 2 * s3 - 2 * s4,
+                                                s1 + s2 + 4 * s3 + 4 * s4, s1 - s2 + 8 * s3 - 8 * s4 + s5};
+          const int64_t valid = std::min(kWinogradOutputs, out_len - t * kWinogradOutputs);
+          for (int64_t o = 0; o < valid; ++o) {
+            const float value = outs[o] + bias;
+            y[t * kWinogradOutputs + o] = relu && value < 0.0f ? 0.0f : value;
+          }
+        }
+      }
+    });
+  }
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
@@ -838,6 +937,7 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
   }
   const bool pointwise = IsPointwise(g);
   if constexpr (std::is_same_v<T, float>) {
+    if (IsWinograd1D(g)) return Winograd1DForward(ctx, g, xp, wp, bp, yp, relu);
     const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
     if (grid.active()) return GridConvForward(ctx, g, grid, xp, wp, bp, yp, relu);
   }
