@@ -846,6 +846,37 @@ void WinogradWeights(const ConvGeometry& g, const float* w, float* u) {
   }
 }
 
+// Four tiles at a time in 4-float vectors (SSE, NEON, WASM SIMD128): lane j of a transform is tile t + j.
+typedef float WinogradV __attribute__((vector_size(16)));
+typedef int32_t WinogradMask __attribute__((vector_size(16)));
+
+inline WinogradV LoadWinogradV(const float* p) {
+  WinogradV v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Rows r0..r3 of a 4x4 block become its columns.
+inline void Transpose4(WinogradV& r0, WinogradV& r1, WinogradV& r2, WinogradV& r3) {
+  const WinogradV t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5), t1 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+  const WinogradV t2 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7), t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+  r0 = __builtin_shufflevector(t0, t1, 0, 1, 4, 5);
+  r1 = __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
+  r2 = __builtin_shufflevector(t2, t3, 0, 1, 4, 5);
+  r3 = __builtin_shufflevector(t2, t3, 2, 3, 6, 7);
+}
+
+// out[k * plane] = (B^T d)[k] for tile inputs d0..d5 (scalars or vectors of tiles).
+template <typename V>
+inline void WinogradInputTransform(V d0, V d1, V d2, V d3, V d4, V d5, V* out[kWinogradTile]) {
+  *out[0] = 4 * d0 - 5 * d2 + d4;
+  *out[1] = -4 * d1 - 4 * d2 + d3 + d4;
+  *out[2] = 4 * d1 - 4 * d2 - d3 + d4;
+  *out[3] = -2 * d1 - d2 + 2 * d3 + d4;
+  *out[4] = 2 * d1 - d2 - 2 * d3 + d4;
+  *out[5] = 4 * d1 - 5 * d3 + d5;
+}
+
 // V[u][c][column + t] = (B^T d)[u] for the tiles d = row[4t .. 4t + 5] of each channel's zero-padded row; V's rows
 // are `ld` long (the tiles of several images side by side).
 void WinogradInputs(const ConvGeometry& g, int64_t tiles, const float* x, float* row, float* v, int64_t ld) {
@@ -855,15 +886,55 @@ void WinogradInputs(const ConvGeometry& g, int64_t tiles, const float* x, float*
     std::fill(row, row + row_size, 0.0f);
     std::copy(x + c * length, x + (c + 1) * length, row + g.pad_begin[0]);
     float* out = v + c * ld;
-    for (int64_t t = 0; t < tiles; ++t) {
+    int64_t t = 0;
+    for (; t + 4 <= tiles; t += 4) {
       const float* d = row + t * kWinogradOutputs;
-      out[t] = 4 * d[0] - 5 * d[2] + d[4];
-      out[plane + t] = -4 * d[1] - 4 * d[2] + d[3] + d[4];
-      out[2 * plane + t] = 4 * d[1] - 4 * d[2] - d[3] + d[4];
-      out[3 * plane + t] = -2 * d[1] - d[2] + 2 * d[3] + d[4];
-      out[4 * plane + t] = 2 * d[1] - d[2] - 2 * d[3] + d[4];
-      out[5 * plane + t] = 4 * d[1] - 5 * d[3] + d[5];
+      WinogradV d0 = LoadWinogradV(d), d1 = LoadWinogradV(d + 4), d2 = LoadWinogradV(d + 8), d3 = LoadWinogradV(d + 12);
+      Transpose4(d0, d1, d2, d3);
+      const WinogradV next = {d[16], d[17], 0.0f, 0.0f};  // d4 and d5 of tile t + 3
+      WinogradV u[kWinogradTile];
+      WinogradV* dst[kWinogradTile] = {&u[0], &u[1], &u[2], &u[3], &u[4], &u[5]};
+      WinogradInputTransform(d0, d1, d2, d3, __builtin_shufflevector(d0, next, 1, 2, 3, 4),
+                             __builtin_shufflevector(d1, next, 1, 2, 3, 5), dst);
+      for (int64_t k = 0; k < kWinogradTile; ++k) __builtin_memcpy(out + k * plane + t, &u[k], sizeof(WinogradV));
     }
+    for (; t < tiles; ++t) {
+      const float* d = row + t * kWinogradOutputs;
+      float* dst[kWinogradTile];
+      for (int64_t k = 0; k < kWinogradTile; ++k) dst[k] = out + k * plane + t;
+      WinogradInputTransform(d[0], d[1], d[2], d[3], d[4], d[5], dst);
+    }
+  }
+}
+
+// y[4t .. 4t + 3] = A^T s (+ bias, then max(., 0) when `relu`) for each tile t of one output row; s[k * plane + t]
+// is the k-th sum of tile t.
+void WinogradOutputs(const float* s, int64_t plane, int64_t tiles, int64_t out_len, float bias, bool relu, float* y) {
+  auto fold = [&](auto s0, auto s1, auto s2, auto s3, auto s4, auto s5, auto* out) {
+    out[0] = s0 + s1 + s2 + s3 + s4 + bias;
+    out[1] = s1 - s2 + 2 * s3 - 2 * s4 + bias;
+    out[2] = s1 + s2 + 4 * s3 + 4 * s4 + bias;
+    out[3] = s1 - s2 + 8 * s3 - 8 * s4 + s5 + bias;
+  };
+  int64_t t = 0;
+  for (; (t + 4) * kWinogradOutputs <= out_len; t += 4) {
+    WinogradV o[kWinogradOutputs];
+    fold(LoadWinogradV(s + t), LoadWinogradV(s + plane + t), LoadWinogradV(s + 2 * plane + t),
+         LoadWinogradV(s + 3 * plane + t), LoadWinogradV(s + 4 * plane + t), LoadWinogradV(s + 5 * plane + t), o);
+    Transpose4(o[0], o[1], o[2], o[3]);  // o[j]: the 4 outputs of tile t + j
+    for (int64_t j = 0; j < 4; ++j) {
+      if (relu) {  // v < 0 ? 0 : v, lane by lane (a NaN stays)
+        const WinogradMask negative = o[j] < 0.0f;
+        o[j] = reinterpret_cast<WinogradV>(reinterpret_cast<WinogradMask>(o[j]) & ~negative);
+      }
+      __builtin_memcpy(y + (t + j) * kWinogradOutputs, &o[j], sizeof(WinogradV));
+    }
+  }
+  for (; t < tiles; ++t) {
+    float o[kWinogradOutputs];
+    fold(s[t], s[plane + t], s[2 * plane + t], s[3 * plane + t], s[4 * plane + t], s[5 * plane + t], o);
+    const int64_t valid = std::min(kWinogradOutputs, out_len - t * kWinogradOutputs);
+    for (int64_t i = 0; i < valid; ++i) y[t * kWinogradOutputs + i] = relu && o[i] < 0.0f ? 0.0f : o[i];
   }
 }
 
@@ -893,24 +964,11 @@ void Winograd1DForward(KernelContext& ctx, const ConvGeometry& g, const float* x
     for (int64_t k = 0; k < kWinogradTile; ++k)
       Gemm<float>(false, false, m_count, images * tiles, c_count, 1.0f, u + k * m_count * c_count, c_count,
                   v + k * c_count * ld, ld, 0.0f, sums + k * m_count * ld, ld, &threads);
-    const int64_t plane = m_count * ld;
     threads.ParallelFor(images * m_count, 16, [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
         const int64_t i = item / m_count, m = item % m_count;
-        const float bias = bp ? bp[m] : 0.0f;
-        const float* s = sums + m * ld + i * tiles;
-        float* y = yp + ((first + i) * m_count + m) * out_len;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const float s0 = s[t], s1 = s[plane + t], s2 = s[2 * plane + t], s3 = s[3 * plane + t],
-                      s4 = s[4 * plane + t], s5 = s[5 * plane + t];
-          const float outs[kWinogradOutputs] = {s0 + s1 + s2 + s3 + s4, s1 - s2 + 2 * s3 - 2 * s4,
-                                                s1 + s2 + 4 * s3 + 4 * s4, s1 - s2 + 8 * s3 - 8 * s4 + s5};
-          const int64_t valid = std::min(kWinogradOutputs, out_len - t * kWinogradOutputs);
-          for (int64_t o = 0; o < valid; ++o) {
-            const float value = outs[o] + bias;
-            y[t * kWinogradOutputs + o] = relu && value < 0.0f ? 0.0f : value;
-          }
-        }
+        WinogradOutputs(sums + m * ld + i * tiles, m_count * ld, tiles, out_len, bp ? bp[m] : 0.0f, relu,
+                        yp + ((first + i) * m_count + m) * out_len);
       }
     });
   }
