@@ -825,10 +825,13 @@ void GridConvForward(KernelContext& ctx, const ConvGeometry& g, const ShiftedGri
 // half the multiplies.
 constexpr int64_t kWinogradOutputs = 4, kWinogradTile = 6;
 
-// The GEMMs' depth is the input channels: below 32 the grid convolution's (3 x channels) runs faster.
+// The GEMMs' depth is the input channels: below 32 the grid convolution's (3 x channels) runs faster. Rows longer
+// than kWinogradMaxOutputs stay on the grid too: the 6 sums per output of a row are held at once.
+constexpr int64_t kWinogradMaxOutputs = 16384;
 bool IsWinograd1D(const ConvGeometry& g) {
   return g.input.size() == 1 && g.kernel[0] == 3 && g.strides[0] == 1 && g.dilations[0] == 1 && g.group == 1 &&
-         g.output[0] >= 4 * kWinogradOutputs && g.in_channels >= 32 && g.out_channels >= 8;
+         g.output[0] >= 4 * kWinogradOutputs && g.output[0] <= kWinogradMaxOutputs && g.in_channels >= 32 &&
+         g.out_channels >= 8;
 }
 
 // U[u][m][c] = (G w[m][c])[u], in double.

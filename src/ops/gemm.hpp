@@ -36,6 +36,7 @@ constexpr int64_t kBlockM = 96;
 constexpr int64_t kBlockN = 2048;
 // Below this many multiply-adds packing costs more than it saves.
 constexpr int64_t kSmallProduct = 16 * 1024;
+// Products this shallow (B not transposed) are sums of outer products: packing them doubled their cost.
 constexpr int64_t kDirectDepth = 2;
 
 template <typename T>
@@ -381,7 +382,7 @@ void Serial(const Operands<T>& g) {
     }
     return;
   }
-  // Direct also for a sum of one or two outer products (a linear layer's dW at batch 1 or 2: packing cost 2x).
+  // Shallow products: a linear layer's dW at batch 1 or 2.
   if (g.m == 1 || g.m * g.n * g.k <= kSmallProduct || (g.k <= kDirectDepth && !g.trans_b)) {
     Direct(g);
     return;
