@@ -25,7 +25,7 @@ void InferValueInfo(onnxpb::ModelProto& proto);
 
 // `base_dir` resolves external data; `what` names the tensor in errors ("initializer 'w' in m.onnx").
 // CheckedTensorBytes: the bytes its type and shape need (a known type, dimensions >= 0, within the limit);
-// CheckRawDataSize refuses raw data of another size.
+// CheckRawDataSize refuses raw data of another size (a tensor of a type it does not know passes).
 uint64_t CheckedTensorBytes(const onnxpb::TensorProto& proto, const std::string& what);
 void CheckRawDataSize(const onnxpb::TensorProto& proto, const std::string& what);
 Tensor TensorFromProto(const onnxpb::TensorProto& proto, const std::string& base_dir, const std::string& what);

@@ -105,6 +105,7 @@ uint64_t CheckedTensorBytes(const onnxpb::TensorProto& proto, const std::string&
 
 void CheckRawDataSize(const onnxpb::TensorProto& proto, const std::string& what) {
   if (!proto.has_raw_data() || proto.data_location() == onnxpb::TensorProto::EXTERNAL) return;
+  if (!IsKnownDataType(proto.data_type())) return;  // refused where it is read (TensorFromProto), if it is
   const uint64_t bytes = CheckedTensorBytes(proto, what);
   const DataType dtype = static_cast<DataType>(proto.data_type());
   ET_CHECK(dtype != DataType::kString, ErrorCode::kInvalidModel, what,
