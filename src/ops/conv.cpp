@@ -153,18 +153,22 @@ void ReadConvAttributes(const ConvAttributes& a, const std::string& what, const 
   g.pad_end.assign(pads.begin() + static_cast<int64_t>(spatial), pads.end());
 }
 
+// 4 floats in one vector register (SSE, NEON, WASM SIMD128), loaded and stored at any alignment.
+typedef float Float4 __attribute__((vector_size(16)));
+inline Float4 LoadFloat4(const float* p) {
+  Float4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void StoreFloat4(float* p, Float4 v) { __builtin_memcpy(p, &v, sizeof v); }
+
 // Rows of im2col/col2im are short (a few to tens of values): copied and added in 4-float chunks that
-// compile to one vector load/store each (SSE, NEON, WASM SIMD128), without memmove calls or alias checks.
+// compile to one vector load/store each, without memmove calls or alias checks.
 template <typename T>
 EDGETRAIN_GEMM_INLINE void CopyRow(T* __restrict dst, const T* __restrict src, int64_t n) {
   int64_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
-    typedef float V __attribute__((vector_size(16)));
-    for (; i + 4 <= n; i += 4) {
-      V v;
-      __builtin_memcpy(&v, src + i, sizeof(V));
-      __builtin_memcpy(dst + i, &v, sizeof(V));
-    }
+    for (; i + 4 <= n; i += 4) StoreFloat4(dst + i, LoadFloat4(src + i));
   }
   for (; i < n; ++i) dst[i] = src[i];
 }
@@ -173,14 +177,7 @@ template <typename T>
 EDGETRAIN_GEMM_INLINE void AddRow(T* __restrict dst, const T* __restrict src, int64_t n) {
   int64_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
-    typedef float V __attribute__((vector_size(16)));
-    for (; i + 4 <= n; i += 4) {
-      V a, b;
-      __builtin_memcpy(&a, dst + i, sizeof(V));
-      __builtin_memcpy(&b, src + i, sizeof(V));
-      a += b;
-      __builtin_memcpy(dst + i, &a, sizeof(V));
-    }
+    for (; i + 4 <= n; i += 4) StoreFloat4(dst + i, LoadFloat4(dst + i) + LoadFloat4(src + i));
   }
   for (; i < n; ++i) dst[i] += src[i];
 }
@@ -849,20 +846,13 @@ void WinogradWeights(const ConvGeometry& g, const float* w, float* u) {
   }
 }
 
-// Four tiles at a time in 4-float vectors (SSE, NEON, WASM SIMD128): lane j of a transform is tile t + j.
-typedef float WinogradV __attribute__((vector_size(16)));
+// Four tiles at a time in Float4 vectors: lane j of a transform is tile t + j.
 typedef int32_t WinogradMask __attribute__((vector_size(16)));
 
-inline WinogradV LoadWinogradV(const float* p) {
-  WinogradV v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
 // Rows r0..r3 of a 4x4 block become its columns.
-inline void Transpose4(WinogradV& r0, WinogradV& r1, WinogradV& r2, WinogradV& r3) {
-  const WinogradV t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5), t1 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
-  const WinogradV t2 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7), t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+inline void Transpose4(Float4& r0, Float4& r1, Float4& r2, Float4& r3) {
+  const Float4 t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5), t1 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+  const Float4 t2 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7), t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
   r0 = __builtin_shufflevector(t0, t1, 0, 1, 4, 5);
   r1 = __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
   r2 = __builtin_shufflevector(t2, t3, 0, 1, 4, 5);
@@ -892,14 +882,14 @@ void WinogradInputs(const ConvGeometry& g, int64_t tiles, const float* x, float*
     int64_t t = 0;
     for (; t + 4 <= tiles; t += 4) {
       const float* d = row + t * kWinogradOutputs;
-      WinogradV d0 = LoadWinogradV(d), d1 = LoadWinogradV(d + 4), d2 = LoadWinogradV(d + 8), d3 = LoadWinogradV(d + 12);
+      Float4 d0 = LoadFloat4(d), d1 = LoadFloat4(d + 4), d2 = LoadFloat4(d + 8), d3 = LoadFloat4(d + 12);
       Transpose4(d0, d1, d2, d3);
-      const WinogradV next = {d[16], d[17], 0.0f, 0.0f};  // d4 and d5 of tile t + 3
-      WinogradV u[kWinogradTile];
-      WinogradV* dst[kWinogradTile] = {&u[0], &u[1], &u[2], &u[3], &u[4], &u[5]};
+      const Float4 next = {d[16], d[17], 0.0f, 0.0f};  // d4 and d5 of tile t + 3
+      Float4 u[kWinogradTile];
+      Float4* dst[kWinogradTile] = {&u[0], &u[1], &u[2], &u[3], &u[4], &u[5]};
       WinogradInputTransform(d0, d1, d2, d3, __builtin_shufflevector(d0, next, 1, 2, 3, 4),
                              __builtin_shufflevector(d1, next, 1, 2, 3, 5), dst);
-      for (int64_t k = 0; k < kWinogradTile; ++k) __builtin_memcpy(out + k * plane + t, &u[k], sizeof(WinogradV));
+      for (int64_t k = 0; k < kWinogradTile; ++k) __builtin_memcpy(out + k * plane + t, &u[k], sizeof(Float4));
     }
     for (; t < tiles; ++t) {
       const float* d = row + t * kWinogradOutputs;
@@ -921,16 +911,16 @@ void WinogradOutputs(const float* s, int64_t plane, int64_t tiles, int64_t out_l
   };
   int64_t t = 0;
   for (; (t + 4) * kWinogradOutputs <= out_len; t += 4) {
-    WinogradV o[kWinogradOutputs];
-    fold(LoadWinogradV(s + t), LoadWinogradV(s + plane + t), LoadWinogradV(s + 2 * plane + t),
-         LoadWinogradV(s + 3 * plane + t), LoadWinogradV(s + 4 * plane + t), LoadWinogradV(s + 5 * plane + t), o);
+    Float4 o[kWinogradOutputs];
+    fold(LoadFloat4(s + t), LoadFloat4(s + plane + t), LoadFloat4(s + 2 * plane + t),
+         LoadFloat4(s + 3 * plane + t), LoadFloat4(s + 4 * plane + t), LoadFloat4(s + 5 * plane + t), o);
     Transpose4(o[0], o[1], o[2], o[3]);  // o[j]: the 4 outputs of tile t + j
     for (int64_t j = 0; j < 4; ++j) {
       if (relu) {  // v < 0 ? 0 : v, lane by lane (a NaN stays)
         const WinogradMask negative = o[j] < 0.0f;
-        o[j] = reinterpret_cast<WinogradV>(reinterpret_cast<WinogradMask>(o[j]) & ~negative);
+        o[j] = reinterpret_cast<Float4>(reinterpret_cast<WinogradMask>(o[j]) & ~negative);
       }
-      __builtin_memcpy(y + (t + j) * kWinogradOutputs, &o[j], sizeof(WinogradV));
+      __builtin_memcpy(y + (t + j) * kWinogradOutputs, &o[j], sizeof(Float4));
     }
   }
   for (; t < tiles; ++t) {
@@ -1070,12 +1060,6 @@ void FillPaddedPlane(const ConvGeometry& g, const PaddedPlane& p, const T* x, T*
 #if defined(__wasm_simd128__)
 // WebAssembly: clang leaves the auto-vectorised tiles below in linear memory; these keep them in 4-float vectors
 // (the forward 1.7x, dW 1.9x faster in Node.js 20). Same sums per output as below; dW's partial sums per lane differ.
-typedef float PlaneV __attribute__((vector_size(16)));
-inline PlaneV LoadPlaneV(const float* p) {
-  PlaneV v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
 
 template <int MB, int KW>
 void SingleChannelForwardVectors(const ConvGeometry& g, const PaddedPlane& p, const float* plane, const float* w,
@@ -1084,15 +1068,15 @@ void SingleChannelForwardVectors(const ConvGeometry& g, const PaddedPlane& p, co
   const int64_t kh = g.kernel[0], oh = g.output[0], ow = g.output[1];
   for (int64_t r = 0; r < oh; ++r) {
     for (int64_t col = 0; col < p.out_width; col += kPlaneBlock) {
-      PlaneV acc[MB][2];
+      Float4 acc[MB][2];
 #pragma GCC unroll 8
-      for (int mm = 0; mm < MB; ++mm) acc[mm][0] = acc[mm][1] = PlaneV{} + (b ? b[m + mm] : 0.0f);
+      for (int mm = 0; mm < MB; ++mm) acc[mm][0] = acc[mm][1] = Float4{} + (b ? b[m + mm] : 0.0f);
       for (int64_t i = 0; i < kh; ++i) {
         const float* src = plane + (r + i) * p.width + col;
         const float* taps = w + (m * kh + i) * KW;
 #pragma GCC unroll 8
         for (int j = 0; j < KW; ++j) {
-          const PlaneV low = LoadPlaneV(src + j), high = LoadPlaneV(src + j + 4);
+          const Float4 low = LoadFloat4(src + j), high = LoadFloat4(src + j + 4);
 #pragma GCC unroll 8
           for (int mm = 0; mm < MB; ++mm) {
             const float tap = taps[mm * kh * KW + j];
@@ -1118,14 +1102,14 @@ void SingleChannelWeightsVectors(const ConvGeometry& g, const PaddedPlane& p, co
   const int64_t kh = g.kernel[0], oh = g.output[0];
   for (int64_t m = 0; m < g.out_channels; ++m) {
     for (int64_t i = 0; i < kh; ++i) {
-      PlaneV acc[KW] = {};
+      Float4 acc[KW] = {};
       for (int64_t r = 0; r < oh; ++r) {
         const float* src = plane + (r + i) * p.width;
         const float* d = dy + (m * oh + r) * p.out_width;
         for (int64_t col = 0; col < p.out_width; col += 4) {
-          const PlaneV dv = LoadPlaneV(d + col);
+          const Float4 dv = LoadFloat4(d + col);
 #pragma GCC unroll 8
-          for (int j = 0; j < KW; ++j) acc[j] += dv * LoadPlaneV(src + col + j);
+          for (int j = 0; j < KW; ++j) acc[j] += dv * LoadFloat4(src + col + j);
         }
       }
       for (int j = 0; j < KW; ++j)
@@ -1529,15 +1513,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeome
 }
 #else
 // The same passes on 4-float vectors (NEON, WASM SIMD128), two per 8 columns: the AVX2 kernels' lanes and sums.
-typedef float DepthwiseV __attribute__((vector_size(16)));
 typedef double DepthwiseVD __attribute__((vector_size(32)));
-
-inline DepthwiseV LoadV(const float* p) {
-  DepthwiseV v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void StoreV(float* p, DepthwiseV v) { __builtin_memcpy(p, &v, sizeof v); }
 
 void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const float* x, const float* w, const float* b,
                            float* y, bool relu, float* scratch) {
@@ -1550,23 +1526,23 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
   for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
-  const DepthwiseV bias = DepthwiseV{} + (b ? b[c] : 0.0f), zero = {};
+  const Float4 bias = Float4{} + (b ? b[c] : 0.0f), zero = {};
   float* out = y + (n * g.out_channels + c) * oh * ow;
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
     for (int64_t col = 0; col < p.ow8; col += 8) {
-      DepthwiseV lo = bias, hi = bias;
+      Float4 lo = bias, hi = bias;
       for (int64_t t = 0; t < count; ++t) {
         const float* at = from + offsets[t] + col;
-        lo += taps[t] * LoadV(at);
-        hi += taps[t] * LoadV(at + 4);
+        lo += taps[t] * LoadFloat4(at);
+        hi += taps[t] * LoadFloat4(at + 4);
       }
       if (relu) {
         lo = lo > zero ? lo : zero;
         hi = hi > zero ? hi : zero;
       }
-      StoreV(row + col, lo);
-      StoreV(row + col + 4, hi);
+      StoreFloat4(row + col, lo);
+      StoreFloat4(row + col + 4, hi);
     }
     std::copy(row, row + ow, out + r * ow);
   }
@@ -1588,7 +1564,7 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
       for (int64_t r = 0; r < oh; ++r) {
         float* to = base + r * sh * p.phase_w;
         const float* d = padded_dy + r * p.ow8;
-        for (int64_t col = 0; col < p.ow8; col += 4) StoreV(to + col, LoadV(to + col) + tap * LoadV(d + col));
+        for (int64_t col = 0; col < p.ow8; col += 4) StoreFloat4(to + col, LoadFloat4(to + col) + tap * LoadFloat4(d + col));
       }
     }
   ReadPhases(g, p, phases, dx + (n * g.in_channels + c) * g.InputSize());
@@ -1611,10 +1587,10 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
         for (int64_t r = 0; r < oh; ++r) {
           const float* from = base + r * sh * p.phase_w;
           const float* d = padded_dy + r * p.ow8;
-          DepthwiseV lo = {}, hi = {};
+          Float4 lo = {}, hi = {};
           for (int64_t col = 0; col < p.ow8; col += 8) {
-            lo += LoadV(d + col) * LoadV(from + col);
-            hi += LoadV(d + col + 4) * LoadV(from + col + 4);
+            lo += LoadFloat4(d + col) * LoadFloat4(from + col);
+            hi += LoadFloat4(d + col + 4) * LoadFloat4(from + col + 4);
           }
           low += __builtin_convertvector(lo, DepthwiseVD);
           high += __builtin_convertvector(hi, DepthwiseVD);
