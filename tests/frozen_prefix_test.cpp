@@ -26,7 +26,11 @@ namespace {
 constexpr int64_t kChannels = 8, kClasses = 4, kImage = 6;
 
 fs::path TempDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("edgetrain_frozen_prefix_" + std::to_string(getpid())) / name;
+  static const fs::path root = fs::temp_directory_path() / ("edgetrain_frozen_prefix_" + std::to_string(getpid()));
+  static struct Cleanup {
+    ~Cleanup() { fs::remove_all(root); }
+  } cleanup;
+  fs::path dir = root / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
