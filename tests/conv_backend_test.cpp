@@ -95,6 +95,14 @@ std::vector<OpCase> ConvBackendCases() {
           {{"group", Attribute::Int(8)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}});
   AddConv(rows, "Depthwise5x5AsymmetricPads", {3, 9, 7, 10}, {9, 1, 5, 5},
           {{"group", Attribute::Int(9)}, {"pads", Ints({2, 1, 2, 3})}});
+  // Output rows of whole vectors (40 columns: dY read in place, Y stored straight), and of 35 and 33 columns (a
+  // partial last vector after whole ones), at strides 1 and 2.
+  AddConv(rows, "DepthwiseWholeVectorRows", {2, 4, 5, 40}, {4, 1, 3, 3},
+          {{"group", Attribute::Int(4)}, {"pads", Ints({1, 1, 1, 1})}});
+  AddConv(rows, "DepthwisePartialLastVector", {1, 3, 4, 35}, {3, 1, 3, 3},
+          {{"group", Attribute::Int(3)}, {"pads", Ints({1, 1, 1, 1})}});
+  AddConv(rows, "DepthwiseStride2PartialLastVector", {2, 4, 6, 66}, {4, 1, 3, 3},
+          {{"group", Attribute::Int(4)}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}});
   AddConv(rows, "DilatedAsymmetricPads", {2, 3, 9, 8}, {4, 3, 3, 2},
           {{"dilations", Ints({2, 1})}, {"pads", Ints({1, 0, 2, 3})}, {"strides", Ints({1, 2})}}, false);
   AddConv(rows, "SameLowerStrided", {2, 3, 6, 7}, {4, 3, 2, 3},

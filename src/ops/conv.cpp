@@ -1374,12 +1374,15 @@ void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* pl
   }
 }
 
-void PadRows(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* padded) {
+// The dY plane with rows of p.ow8 floats: the plane itself where its rows are whole vectors, else padded into `padded`.
+const float* PaddedRows(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* padded) {
   const int64_t oh = g.output[0], ow = g.output[1];
+  if (ow == p.ow8) return plane;
   for (int64_t r = 0; r < oh; ++r) {
     std::copy(plane + r * ow, plane + (r + 1) * ow, padded + r * p.ow8);
     std::fill(padded + r * p.ow8 + ow, padded + (r + 1) * p.ow8, 0.0f);
   }
+  return padded;
 }
 
 // The dX plane from the phases of the padded dX plane.
@@ -1419,11 +1422,12 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
   for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
   const __m256 bias = _mm256_set1_ps(b ? b[c] : 0.0f), zero = _mm256_setzero_ps();
-  float* out = y + (n * g.out_channels + c) * oh * ow;
+  const int64_t whole = ow / 8 * 8;  // columns of whole vectors, stored straight into Y
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
+    float* out = y + ((n * g.out_channels + c) * oh + r) * ow;
     int64_t col = 0;
-    for (; col + 32 <= p.ow8; col += 32) {  // four independent sums per tap broadcast
+    for (; col + 32 <= whole; col += 32) {  // four independent sums per tap broadcast
       __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
       for (int64_t t = 0; t < count; ++t) {
         const __m256 tap = _mm256_set1_ps(taps[t]);
@@ -1439,19 +1443,23 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
         a2 = _mm256_max_ps(a2, zero);
         a3 = _mm256_max_ps(a3, zero);
       }
-      _mm256_storeu_ps(row + col, a0);
-      _mm256_storeu_ps(row + col + 8, a1);
-      _mm256_storeu_ps(row + col + 16, a2);
-      _mm256_storeu_ps(row + col + 24, a3);
+      _mm256_storeu_ps(out + col, a0);
+      _mm256_storeu_ps(out + col + 8, a1);
+      _mm256_storeu_ps(out + col + 16, a2);
+      _mm256_storeu_ps(out + col + 24, a3);
     }
     for (; col < p.ow8; col += 8) {
       __m256 acc = bias;
       for (int64_t t = 0; t < count; ++t)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(taps[t]), _mm256_loadu_ps(from + offsets[t] + col), acc);
       if (relu) acc = _mm256_max_ps(acc, zero);
-      _mm256_storeu_ps(row + col, acc);
+      if (col < whole) {
+        _mm256_storeu_ps(out + col, acc);
+      } else {  // the row's last, partial vector
+        _mm256_storeu_ps(row, acc);
+        std::copy(row, row + (ow - col), out + col);
+      }
     }
-    std::copy(row, row + ow, out + r * ow);
   }
 }
 
@@ -1461,9 +1469,8 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& 
                                                             float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
-  float* padded_dy = scratch;
+  const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
   float* phases = scratch + oh * p.ow8;
-  PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
   std::fill(phases, phases + p.PhaseFloats(), 0.0f);
   const float* taps = w + c * kh * kw;
   for (int64_t i = 0; i < kh; ++i)
@@ -1472,7 +1479,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& 
       float* base = phases + p.Tap(i, j);
       for (int64_t r = 0; r < oh; ++r) {
         float* to = base + r * sh * p.phase_w;
-        const float* d = padded_dy + r * p.ow8;
+        const float* d = dy_rows + r * p.ow8;
         for (int64_t col = 0; col < p.ow8; col += 8)
           _mm256_storeu_ps(to + col, _mm256_fmadd_ps(tap, _mm256_loadu_ps(d + col), _mm256_loadu_ps(to + col)));
       }
@@ -1485,11 +1492,10 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeome
                                                                  const float* dy, float* dw, float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
-  float* padded_dy = scratch;
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
-    PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+    const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
     FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
@@ -1497,7 +1503,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeome
         __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
         for (int64_t r = 0; r < oh; ++r) {
           const float* from = base + r * sh * p.phase_w;
-          const float* d = padded_dy + r * p.ow8;
+          const float* d = dy_rows + r * p.ow8;
           __m256 acc = _mm256_setzero_ps();
           for (int64_t col = 0; col < p.ow8; col += 8)
             acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + col), _mm256_loadu_ps(from + col), acc);
@@ -1527,9 +1533,9 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
   for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
   const Float4 bias = Float4{} + (b ? b[c] : 0.0f), zero = {};
-  float* out = y + (n * g.out_channels + c) * oh * ow;
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
+    float* out = y + ((n * g.out_channels + c) * oh + r) * ow;
     for (int64_t col = 0; col < p.ow8; col += 8) {
       Float4 lo = bias, hi = bias;
       for (int64_t t = 0; t < count; ++t) {
@@ -1541,10 +1547,15 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
         lo = lo > zero ? lo : zero;
         hi = hi > zero ? hi : zero;
       }
-      StoreFloat4(row + col, lo);
-      StoreFloat4(row + col + 4, hi);
+      if (col + 8 <= ow) {
+        StoreFloat4(out + col, lo);
+        StoreFloat4(out + col + 4, hi);
+      } else {  // the row's last, partial 8 columns
+        StoreFloat4(row, lo);
+        StoreFloat4(row + 4, hi);
+        std::copy(row, row + (ow - col), out + col);
+      }
     }
-    std::copy(row, row + ow, out + r * ow);
   }
 }
 
@@ -1552,9 +1563,8 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
                         float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
-  float* padded_dy = scratch;
+  const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
   float* phases = scratch + oh * p.ow8;
-  PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
   std::fill(phases, phases + p.PhaseFloats(), 0.0f);
   const float* taps = w + c * kh * kw;
   for (int64_t i = 0; i < kh; ++i)
@@ -1563,7 +1573,7 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
       float* base = phases + p.Tap(i, j);
       for (int64_t r = 0; r < oh; ++r) {
         float* to = base + r * sh * p.phase_w;
-        const float* d = padded_dy + r * p.ow8;
+        const float* d = dy_rows + r * p.ow8;
         for (int64_t col = 0; col < p.ow8; col += 4) StoreFloat4(to + col, LoadFloat4(to + col) + tap * LoadFloat4(d + col));
       }
     }
@@ -1574,11 +1584,10 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
                              float* scratch) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
-  float* padded_dy = scratch;
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
-    PadRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), padded_dy);
+    const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
     FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
@@ -1586,7 +1595,7 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
         DepthwiseVD low = {}, high = {};
         for (int64_t r = 0; r < oh; ++r) {
           const float* from = base + r * sh * p.phase_w;
-          const float* d = padded_dy + r * p.ow8;
+          const float* d = dy_rows + r * p.ow8;
           Float4 lo = {}, hi = {};
           for (int64_t col = 0; col < p.ow8; col += 8) {
             lo += LoadFloat4(d + col) * LoadFloat4(from + col);
