@@ -563,6 +563,177 @@ TEST_F(Fusion, BatchNormActivationFunctionBodiesMatchKernelsAndCheckTheBounds) {
   }
 }
 
+// Training-mode BatchNormalizations (plain, Relu, Clip) and the copies that generate-artifacts' recompute writes of
+// them (the same X, scale, B and bounds; running statistics of their own, their updates unread).
+ModelBuilder BatchNormRecomputations(float copy_epsilon = 1e-5f, bool copy_statistics_read = false) {
+  ModelBuilder b({2, 6, 5, 7});
+  b.model.graph.initializers["low"] = Tensor::Scalar<float>(-0.25f);
+  b.model.graph.initializers["high"] = Tensor::Scalar<float>(0.5f);
+  const std::vector<std::string> ops = {"", "Relu", "Clip"};
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const std::string p = "bn" + std::to_string(k), scale = b.Initializer(p + ".scale", {6}, true),
+                      bias = b.Initializer(p + ".bias", {6});
+    auto bn = [&](const std::string& y, std::vector<std::string> statistics, float epsilon) {
+      b.Add("BatchNormalization", {"x", scale, bias, statistics[0], statistics[1]}, {y, y + ".running_mean", y + ".running_var"},
+            {{"training_mode", Attribute::Int(1)}, {"epsilon", Attribute::Float(epsilon)}});
+      if (ops[k].empty()) return y;
+      if (ops[k] == "Relu") return b.Unary("Relu", y);
+      return b.Add("Clip", {y, "low", "high"}, {y + ".clip"}).outputs[0];
+    };
+    b.Output(bn(p, {b.Initializer(p + ".mean", {6}), b.Initializer(p + ".var", {6}, true)}, 1e-5f));
+    b.Output(p + ".running_mean");
+    const std::string neg = b.Unary("Neg", scale), abs = b.Unary("Abs", scale);
+    b.Output(b.Unary("Sigmoid", bn(p + "_recomputed", {neg, abs}, copy_epsilon)));
+    if (copy_statistics_read) b.Output(p + "_recomputed.running_var");
+  }
+  return b;
+}
+
+// Each copy runs as ai.edgetrain.ChannelAffine of X and the map its original applied (the original's output 5):
+// the same bits as the copy recomputing the statistics, on both kernel backends.
+TEST_F(Fusion, RecomputedBatchNormAppliesTheOriginalsAffineMap) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 54, -2.0, 2.0)}};
+  const ModelBuilder b = BatchNormRecomputations();
+  const std::string fused_ops =
+      "BatchNormalization,ChannelAffine,Sigmoid,BatchNormalizationRelu,ChannelAffine,Sigmoid,"
+      "BatchNormalizationClip,ChannelAffine,Sigmoid";
+  ExpectFusion(b.model, feeds, fused_ops);
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    SessionOptions plain;
+    plain.fuse_operators = false;
+    Session fused(b.model);
+    const std::vector<Tensor> expected = Session(b.model, plain).Run(feeds), actual = fused.Run(feeds);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t k = 0; k < expected.size(); ++k)
+      EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << "output " << k;
+    const Node& relu_copy = fused.model().graph.nodes[4];
+    EXPECT_EQ(relu_copy.GetString("activation", ""), "Relu");
+    EXPECT_EQ(relu_copy.inputs.at(1), fused.model().graph.nodes[3].outputs.at(5));
+  }
+  // Not for a copy with another epsilon, nor one whose running statistics are read (the Neg and Abs of a
+  // constant scale are folded).
+  const std::string unshared =
+      "BatchNormalization,BatchNormalization,Sigmoid,BatchNormalizationRelu,BatchNormalizationRelu,Sigmoid,"
+      "BatchNormalizationClip,BatchNormalizationClip,Sigmoid";
+  ExpectFusion(BatchNormRecomputations(1e-3f).model, feeds, unshared);
+  ExpectFusion(BatchNormRecomputations(1e-5f, true).model, feeds, unshared);
+}
+
+// The backward of a recomputed Conv-BN-activation, as generate-artifacts writes it: the forward BatchNormalization
+// with Relu (or Clip), its recomputed copy, the activation's gradient of dY at the copy's output and
+// BatchNormalizationGrad of that. `copy_read_elsewhere` keeps the copy's output as a graph output too;
+// `gradient_read_twice` makes the activation's gradient a graph output.
+ModelBuilder BatchNormActivationBackward(bool clip, bool copy_read_elsewhere, bool gradient_read_twice = false) {
+  ModelBuilder b({2, 6, 5, 7});
+  b.model.opsets[kEdgetrainDomain] = 1;
+  b.model.graph.inputs.push_back(ValueInfoOf("dy", DataType::kFloat32, {2, 6, 5, 7}));
+  b.model.graph.initializers["low"] = Tensor::Scalar<float>(-0.25f);
+  b.model.graph.initializers["high"] = Tensor::Scalar<float>(0.5f);
+  const std::string scale = b.Initializer("scale", {6}, true), bias = b.Initializer("bias", {6});
+  auto bn = [&](const std::string& y, const std::string& mean, const std::string& var) {
+    b.Add("BatchNormalization", {"x", scale, bias, mean, var}, {y, y + ".running_mean", y + ".running_var"},
+          {{"training_mode", Attribute::Int(1)}});
+    return clip ? b.Add("Clip", {y, "low", "high"}, {y + ".act"}).outputs[0] : b.Unary("Relu", y);
+  };
+  b.Output(bn("y", b.Initializer("mean", {6}), b.Initializer("var", {6}, true)));
+  const std::string copy = bn("y_recomputed", b.Unary("Neg", scale), b.Unary("Abs", scale));
+  std::vector<std::string> grad_inputs = {"dy", copy};
+  if (clip) grad_inputs.insert(grad_inputs.end(), {"low", "high"});
+  b.Add(clip ? "ClipGrad" : "ReluGrad", grad_inputs, {"dact"}).domain = kEdgetrainDomain;
+  b.Add("BatchNormalizationGrad", {"dact", "x", scale}, {"dx", "dscale", "dbias"},
+        {{"epsilon", Attribute::Float(1e-5f)}})
+      .domain = kEdgetrainDomain;
+  for (const char* out : {"dx", "dscale", "dbias"}) b.Output(out);
+  if (copy_read_elsewhere) b.Output(copy);
+  if (gradient_read_twice) b.Output("dact");
+  return b;
+}
+
+// The activation's gradient goes into BatchNormalizationGrad, its mask taken from X and the forward's map: the
+// same bits as unfused, on both kernel backends; the recomputed copy goes too when nothing else reads it.
+TEST_F(Fusion, ActivationGradientJoinsBatchNormGrad) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 56, -2.0, 2.0)},
+                                               {"dy", RandomFloats({2, 6, 5, 7}, 57)}};
+  for (bool clip : {false, true}) {
+    const std::string forward = clip ? "BatchNormalizationClip" : "BatchNormalizationRelu";
+    ExpectFusion(BatchNormActivationBackward(clip, false).model, feeds,
+                 forward + ",BatchNormalizationActivationGrad");
+    ExpectFusion(BatchNormActivationBackward(clip, true).model, feeds,
+                 forward + ",ChannelAffine,BatchNormalizationActivationGrad");
+    ExpectFusion(BatchNormActivationBackward(clip, false, true).model, feeds,
+                 forward + ",ChannelAffine," + (clip ? "ClipGrad" : "ReluGrad") + ",BatchNormalizationGrad");
+    const Model model = BatchNormActivationBackward(clip, true).model;
+    for (KernelBackend backend : Backends()) {
+      SetKernelBackend(backend);
+      SessionOptions plain;
+      plain.fuse_operators = false;
+      Session fused(model);
+      const std::vector<Tensor> expected = Session(model, plain).Run(feeds), actual = fused.Run(feeds);
+      ASSERT_EQ(actual.size(), expected.size());
+      for (size_t k = 0; k < expected.size(); ++k)
+        EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << "output " << k << " clip " << clip;
+    }
+  }
+}
+
+// ChannelAffine's map must be X's type and [2, C], its activation none, Relu or Clip: errors naming the node.
+TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
+  auto model = [](const Shape& affine_shape, const std::string& activation) {
+    ModelBuilder b({2, 3, 4, 4});
+    b.model.opsets[kEdgetrainDomain] = 1;
+    Node& n = b.Add("ChannelAffine", {"x", b.Initializer("affine", affine_shape)}, {"y"});
+    n.domain = kEdgetrainDomain;
+    if (!activation.empty()) n.attributes["activation"] = Attribute::String(activation);
+    b.Output("y");
+    return b.model;
+  };
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 3, 4, 4}, 55)}};
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    const Model relu = model({2, 3}, "Relu");
+    const std::vector<Tensor> y = Session(relu).Run(feeds);
+    const std::vector<double> x = feeds.at("x").ToDoubleVector(), a = relu.graph.initializers.at("affine").ToDoubleVector(),
+                              got = y.at(0).ToDoubleVector();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t c = i / 16 % 3;
+      EXPECT_NEAR(got[i], std::max(0.0, x[i] * a[c] + a[3 + c]), 1e-6) << i;
+    }
+    EXPECT_ERROR(Session(model({3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
+                 "node 'ChannelAffine0' (ai.edgetrain.ChannelAffine): input affine must be float32 [2, 3], got float32 [3]");
+    EXPECT_ERROR(Session(model({2, 4}, "")).Run(feeds), ErrorCode::kInvalidArgument, "got float32 [2, 4]");
+    EXPECT_ERROR(Session(model({2, 3}, "Tanh")).Run(feeds), ErrorCode::kInvalidArgument,
+                 "attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Tanh\"");
+  }
+}
+
+// BatchNormalizationActivationGrad checks its map the same way, and needs an activation to gate dY with.
+TEST_F(Fusion, BatchNormalizationActivationGradChecksItsMapAndActivation) {
+  auto model = [](const Shape& affine_shape, const std::string& activation) {
+    ModelBuilder b({2, 3, 4, 4});
+    b.model.opsets[kEdgetrainDomain] = 1;
+    b.model.graph.inputs.push_back(ValueInfoOf("dy", DataType::kFloat32, {2, 3, 4, 4}));
+    Node& n = b.Add("BatchNormalizationActivationGrad",
+                    {"dy", "x", b.Initializer("scale", {3}, true), b.Initializer("affine", affine_shape)},
+                    {"dx", "dscale", "dbias"});
+    n.domain = kEdgetrainDomain;
+    if (!activation.empty()) n.attributes["activation"] = Attribute::String(activation);
+    b.Output("dx");
+    return b.model;
+  };
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 3, 4, 4}, 58)},
+                                               {"dy", RandomFloats({2, 3, 4, 4}, 59)}};
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    EXPECT_EQ(Session(model({2, 3}, "Relu")).Run(feeds).at(0).shape(), (Shape{2, 3, 4, 4}));
+    EXPECT_ERROR(Session(model({3, 2}, "Relu")).Run(feeds), ErrorCode::kInvalidArgument,
+                 "(ai.edgetrain.BatchNormalizationActivationGrad): input affine must be float32 [2, 3], got float32 "
+                 "[3, 2]");
+    EXPECT_ERROR(Session(model({2, 3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
+                 "attribute activation must be \"Relu\" or \"Clip\"");
+  }
+}
+
 // A model that holds ai.edgetrain.ConvReluMaxPool written out carries its definition in standard ops;
 // any runtime that inlines it computes what the kernel does.
 TEST_F(Fusion, ConvReluMaxPoolFunctionBodyMatchesKernel) {

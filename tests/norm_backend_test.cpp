@@ -69,6 +69,37 @@ OneNode BatchNormGrad(const Shape& shape) {
                   {{"epsilon", Float(1e-4f)}});
 }
 
+// A per-channel map [2, C] as a training BatchNormalization's output 5 holds it: a in [0.5, 1.5), b in [-1, 1).
+Tensor AffineMap(int64_t channels, uint64_t seed) {
+  std::vector<double> map = RandomValues({channels}, seed, 0.5, 1.5), shift = RandomValues({channels}, seed + 1);
+  map.insert(map.end(), shift.begin(), shift.end());
+  return Tensor::FromVector<double>(map, {2, channels});
+}
+
+// ai.edgetrain.ChannelAffine (the session's recomputed BatchNormalization), Clip's bounds -0.5 and 1.
+OneNode ChannelAffine(const Shape& shape, const std::string& activation) {
+  OneNode node = GradNode("ChannelAffine", kEdgetrainDomain, {RandomTensor(shape, 31, -2.0, 2.0), AffineMap(shape[1], 32)},
+                          {{"activation", Attribute::String(activation)}}, 1);
+  if (activation == "Clip") {
+    node.inputs.push_back(Tensor::Scalar<double>(-0.5));
+    node.inputs.push_back(Tensor::Scalar<double>(1.0));
+  }
+  return node;
+}
+
+// ai.edgetrain.BatchNormalizationActivationGrad: BatchNormalizationGrad of dY masked by the activation of X's map.
+OneNode BatchNormActivationGrad(const Shape& shape, const std::string& activation) {
+  OneNode node = GradNode("BatchNormalizationActivationGrad", kEdgetrainDomain,
+                          {RandomTensor(shape, 33), RandomTensor(shape, 34, -2.0, 2.0),
+                           RandomTensor({shape[1]}, 35, 0.5, 1.5), AffineMap(shape[1], 36)},
+                          {{"epsilon", Float(1e-4f)}, {"activation", Attribute::String(activation)}});
+  if (activation == "Clip") {
+    node.inputs.push_back(Tensor::Scalar<double>(-0.5));
+    node.inputs.push_back(Tensor::Scalar<double>(1.0));
+  }
+  return node;
+}
+
 // ORT's BatchNormalizationGrad takes the forward's saved mean and inverse standard deviation.
 OneNode OrtBatchNormGrad(const Shape& shape) {
   OneNode forward = BatchNorm(shape, true, 9, 5);
@@ -193,6 +224,26 @@ std::vector<OpCase> NormBackendCases() {
       row("OrtBatchNormGradOdd",
           [] {
             return OrtBatchNormGrad({2, 13, 7, 7});
+          }),
+      row("ChannelAffineRelu",
+          [] {
+            return ChannelAffine({3, 5, 7, 3}, "Relu");
+          }),
+      row("ChannelAffineClipLongOddPlanes",
+          [] {
+            return ChannelAffine({2, 9, 33, 35}, "Clip");
+          }),
+      row("ChannelAffineNoActivation",
+          [] {
+            return ChannelAffine({1, 13, 7, 7}, "");
+          }),
+      row("BatchNormReluGrad",
+          [] {
+            return BatchNormActivationGrad({3, 5, 7, 3}, "Relu");
+          }),
+      row("BatchNormClipGradLongOddPlanes",
+          [] {
+            return BatchNormActivationGrad({2, 9, 33, 35}, "Clip");
           }),
       row("LayerNormLastAxis",
           [] {

@@ -3,6 +3,7 @@
 #include "ir/scope.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -235,6 +236,96 @@ size_t FuseBatchNormActivation(Graph& graph) {
       if (!act.inputs[i].empty()) rewriter.AddRead(act.inputs[i]);
     }
     rewriter.Remove(act);
+    ++fused;
+  }
+  rewriter.Finish();
+  return fused;
+}
+
+size_t ShareBatchNormAffine(Graph& graph) {
+  auto is_training_batch_norm = [](const Node& n) {
+    const bool family = n.domain.empty() ? n.op_type == "BatchNormalization"
+                                         : n.domain == kEdgetrainDomain && (n.op_type == "BatchNormalizationRelu" ||
+                                                                             n.op_type == "BatchNormalizationClip");
+    return family && n.GetInt("training_mode", 0) == 1 && n.GetInt("spatial", 1) == 1 && n.inputs.size() >= 3 &&
+           !n.outputs.empty() && !n.outputs[0].empty() && n.outputs.size() <= 3;
+  };
+  // What a copy must share with the original: op, X, scale, B, the Clip bounds and epsilon.
+  auto key = [](const Node& n) {
+    std::string k = n.domain + "/" + n.op_type + "/" + std::to_string(std::bit_cast<uint32_t>(n.GetFloat("epsilon", 1e-5f)));
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (i < 3 || i > 4) k += "\n" + n.inputs[i];
+    return k;
+  };
+  Rewriter rewriter(graph);
+  std::unordered_map<std::string, size_t> originals;
+  size_t shared = 0;
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    Node& node = graph.nodes[k];
+    if (!is_training_batch_norm(node)) continue;
+    auto [it, first] = originals.emplace(key(node), k);
+    if (first) continue;
+    bool statistics_unread = true;
+    for (size_t i = 1; i < node.outputs.size(); ++i)
+      statistics_unread = statistics_unread && (node.outputs[i].empty() || rewriter.Reads(node.outputs[i]) == 0);
+    if (!statistics_unread) continue;
+    Node& original = graph.nodes[it->second];
+    if (original.outputs.size() < 6) {
+      original.outputs.resize(6);
+      original.outputs[5] = rewriter.FreshName(original.outputs[0] + "/affine");
+    }
+    for (size_t i = 1; i < 5 && i < node.inputs.size(); ++i)
+      if (!node.inputs[i].empty()) rewriter.DropRead(node.inputs[i]);
+    rewriter.AddRead(original.outputs[5]);
+    std::vector<std::string> inputs = {node.inputs[0], original.outputs[5]};
+    inputs.insert(inputs.end(), node.inputs.begin() + std::min<size_t>(5, node.inputs.size()), node.inputs.end());
+    const bool relu = node.op_type == "BatchNormalizationRelu", clip = node.op_type == "BatchNormalizationClip";
+    node.domain = kEdgetrainDomain;
+    node.op_type = "ChannelAffine";
+    node.opset = 1;
+    node.attributes.clear();
+    if (relu || clip) node.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
+    node.inputs = std::move(inputs);
+    node.outputs.resize(1);
+    ++shared;
+  }
+  rewriter.Finish();
+  return shared;
+}
+
+size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
+  Rewriter rewriter(graph);
+  size_t fused = 0;
+  for (Node& grad : graph.nodes) {
+    if (grad.domain != kEdgetrainDomain || grad.op_type != "BatchNormalizationGrad" || grad.inputs.size() != 3 ||
+        grad.inputs[0].empty() || rewriter.Reads(grad.inputs[0]) != 1)
+      continue;
+    Node* activation_grad = rewriter.Producer(grad.inputs[0]);
+    if (!activation_grad || activation_grad->domain != kEdgetrainDomain || activation_grad->outputs.size() != 1)
+      continue;
+    const bool relu = activation_grad->op_type == "ReluGrad" && activation_grad->inputs.size() == 2;
+    const bool clip = activation_grad->op_type == "ClipGrad" && activation_grad->inputs.size() == 4;
+    if (!relu && !clip) continue;
+    const Node* affine = rewriter.Producer(activation_grad->inputs[1]);
+    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
+        affine->inputs.size() < 2 || affine->inputs[0] != grad.inputs[1] ||
+        affine->GetString("activation", "") != (relu ? "Relu" : "Clip"))
+      continue;
+    std::vector<std::string> inputs = {activation_grad->inputs[0], grad.inputs[1], grad.inputs[2], affine->inputs[1]};
+    if (clip) {
+      const bool same_bounds = affine->inputs.size() == 4 && affine->inputs[2] == activation_grad->inputs[2] &&
+                               affine->inputs[3] == activation_grad->inputs[3];
+      if (!same_bounds) continue;
+      inputs.insert(inputs.end(), {affine->inputs[2], affine->inputs[3]});
+    }
+    for (size_t i = 3; i < inputs.size(); ++i) rewriter.AddRead(inputs[i]);
+    rewriter.AddRead(inputs[0]);
+    rewriter.DropRead(grad.inputs[0]);
+    rewriter.Remove(*activation_grad);
+    grad.op_type = "BatchNormalizationActivationGrad";
+    grad.opset = 1;
+    grad.inputs = std::move(inputs);
+    grad.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
     ++fused;
   }
   rewriter.Finish();

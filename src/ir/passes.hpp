@@ -57,6 +57,18 @@ size_t FuseSilu(Graph& graph);
 // its inputs 5 and 6): the activation is applied as the normalized values are written. Returns the count.
 size_t FuseBatchNormActivation(Graph& graph);
 
+// A training-mode BatchNormalization (or its Relu and Clip forms) that a later copy of it recomputes (the same op,
+// X, scale, B, activation bounds and epsilon; the copy's running statistics unread, as generate-artifacts' recompute
+// writes it) gains output 5, the affine map it applied, and the copy becomes ai.edgetrain.ChannelAffine of X and
+// that map: the same bits without the copy's statistics pass. Returns how many copies were replaced.
+size_t ShareBatchNormAffine(Graph& graph);
+
+// ai.edgetrain BatchNormalizationGrad(ReluGrad(dY, Y) or ClipGrad(dY, Y, min, max), X, scale), where only it reads
+// the activation's gradient and Y is ChannelAffine(X, affine) with that activation (and those bounds), becomes
+// ai.edgetrain.BatchNormalizationActivationGrad(dY, X, scale, affine[, min, max]): the activation's mask is taken
+// from X and the map, without a pass of its own. Returns the count.
+size_t FuseActivationGradIntoBatchNormGrad(Graph& graph);
+
 // Replaces Sum(SliceGrad(dY_1, ...), ..., SliceGrad(dY_n, ...)) by Concat(dY...) along the sliced axis when
 // the SliceGrads (ai.edgetrain or com.microsoft) take constant step-1 slices of one axis of one constant
 // shape that tile it without gaps or overlap, and nothing but the Sum reads them: the gradient of a tensor

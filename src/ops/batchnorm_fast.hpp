@@ -24,15 +24,24 @@ struct Activation {
 };
 
 // Per channel c: the batch mean and population variance into mean[c], var[c], and
-// y = activation((x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]). batch * spatial > 0.
+// y = activation((x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]), computed as activation(x * a + b)
+// with float a and b; `affine`, when not null, receives a in [0, channels) and b in [channels, 2 * channels).
+// batch * spatial > 0.
 void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                      int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
-                     double* var, Activation activation = {});
+                     double* var, Activation activation = {}, float* affine = nullptr);
+
+// TrainingForward's y again from its `affine`, without the statistics pass: the same bits for the same isa.
+void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
+                 int64_t spatial, const float* affine, Activation activation);
 
 // dX, dScale, dBias of TrainingForward for dY. saved_mean and saved_inv_std (1 / sqrt(var + epsilon)) are
-// the forward's statistics, or both null to recompute them from X with `epsilon`.
+// the forward's statistics, or both null to recompute them from X with `epsilon`. With a `gated` activation, dY is
+// the gradient of its output: it passes where the activation passes x * a + b (TrainingForward's `affine`, computed
+// as TrainingForward computes it), so that the activation's own gradient needs no pass of its own.
 void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
                       int64_t channels, int64_t spatial, const double* scale, const double* saved_mean,
-                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias);
+                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias,
+                      const float* affine = nullptr, Activation gated = {});
 
 }  // namespace edgetrain::batchnorm

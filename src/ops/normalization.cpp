@@ -191,6 +191,9 @@ struct BatchNormAttributes {
     const ValueInfo* source = KnownShape(mean) ? mean : inputs.size() > 1 && KnownShape(inputs[1]) ? inputs[1] : nullptr;
     const ValueInfo stat = source ? TensorInfo(source->dtype, source->shape) : ValueInfo{};
     for (size_t i = 1; i < 5; ++i) out.push_back(stat);
+    const ValueInfo* scale = inputs.size() > 1 && KnownShape(inputs[1]) ? inputs[1] : nullptr;
+    out.push_back(scale && scale->shape.size() == 1 ? TensorInfo(inputs[0]->dtype, {Dim{2, {}}, scale->shape[0]})
+                                                    : ValueInfo{});  // output 5, a session's (ChannelAffine)
     return out;
   }
 };
@@ -230,19 +233,37 @@ ET_BN_INLINE void AddMoments(const float* x, int64_t count, float shift, double&
   }
 }
 
-// The above and sum(dy), sum(dy * (x - shift)).
-ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, int64_t count, float shift, double& shifted,
-                                         double& squares, double& g, double& g_shifted) {
+// dY through the activation that followed the normalization: dy where the activation passes v = x * a + b
+// (computed as the forward computes it), else 0. `gate` holds a, b and Clip's bounds.
+struct Gate {
+  float a = 0, b = 0, low = 0, high = 0;
+};
+template <Activation::Kind kKind>
+ET_BN_INLINE float Gated(float dy, float x, const Gate& gate) {
+  if constexpr (kKind == Activation::Kind::kNone) {
+    return dy;
+  } else {
+    const float v = x * gate.a + gate.b;
+    if constexpr (kKind == Activation::Kind::kRelu) return v > 0.0f ? dy : 0.0f;
+    return v > gate.low && v < gate.high ? dy : 0.0f;
+  }
+}
+
+// The above and sum(dy), sum(dy * (x - shift)), dy gated.
+template <Activation::Kind kKind>
+ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, int64_t count, float shift, const Gate& gate,
+                                         double& shifted, double& squares, double& g, double& g_shifted) {
   for (int64_t run = 0; run < count; run += kRun) {
     const int64_t end = std::min(count, run + kRun);
     float a = 0, b = 0, p = 0, q = 0;
 #pragma omp simd simdlen(16) reduction(+ : a, b, p, q)
     for (int64_t i = run; i < end; ++i) {
       const float d = x[i] - shift;
+      const float gated = Gated<kKind>(dy[i], x[i], gate);
       a += d;
       b += d * d;
-      p += dy[i];
-      q += dy[i] * d;
+      p += gated;
+      q += gated * d;
     }
     shifted += a;
     squares += b;
@@ -257,9 +278,36 @@ struct Geometry {
   double Count() const { return static_cast<double>(batch * spatial); }
 };
 
+// y = activation(x * a + b) over channel c's planes.
+ET_BN_INLINE void NormalizeChannel(const Geometry& g, int64_t c, const float* x, float* y, float a, float b,
+                                   Activation activation) {
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* src = x + c * g.spatial + n * g.Stride();
+    float* dst = y + c * g.spatial + n * g.Stride();
+    switch (activation.kind) {
+      case Activation::Kind::kNone:
+#pragma omp simd
+        for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
+        break;
+      case Activation::Kind::kRelu:
+#pragma omp simd
+        for (int64_t i = 0; i < g.spatial; ++i) {
+          const float v = src[i] * a + b;
+          dst[i] = v > 0.0f ? v : 0.0f;
+        }
+        break;
+      case Activation::Kind::kClip:
+#pragma omp simd
+        for (int64_t i = 0; i < g.spatial; ++i)
+          dst[i] = std::min(std::max(src[i] * a + b, activation.low), activation.high);
+        break;
+    }
+  }
+}
+
 ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
-                                  double epsilon, double* mean, double* var, Activation activation, int64_t begin,
-                                  int64_t end) {
+                                  double epsilon, double* mean, double* var, Activation activation, float* affine,
+                                  int64_t begin, int64_t end) {
   const int64_t stride = g.Stride();
   const double count = g.Count();
   for (int64_t c = begin; c < end; ++c) {
@@ -272,45 +320,38 @@ ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, c
     var[c] = std::max(0.0, squares / count - offset * offset);
     const double multiplier = scale[c] / std::sqrt(var[c] + epsilon);
     const float a = static_cast<float>(multiplier), b = static_cast<float>(bias[c] - mean[c] * multiplier);
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const float* src = xc + n * stride;
-      float* dst = y + c * g.spatial + n * stride;
-      switch (activation.kind) {
-        case Activation::Kind::kNone:
-#pragma omp simd
-          for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
-          break;
-        case Activation::Kind::kRelu:
-#pragma omp simd
-          for (int64_t i = 0; i < g.spatial; ++i) {
-            const float v = src[i] * a + b;
-            dst[i] = v > 0.0f ? v : 0.0f;
-          }
-          break;
-        case Activation::Kind::kClip:
-#pragma omp simd
-          for (int64_t i = 0; i < g.spatial; ++i)
-            dst[i] = std::min(std::max(src[i] * a + b, activation.low), activation.high);
-          break;
-      }
+    if (affine) {
+      affine[c] = a;
+      affine[g.channels + c] = b;
     }
+    NormalizeChannel(g, c, x, y, a, b, activation);
   }
 }
 
-// dX = scale * inv_std * (dY - mean(dY) - (X - mean) * mean(dY * xhat) * inv_std).
+ET_BN_INLINE void ApplyChannels(const Geometry& g, const float* x, float* y, const float* affine,
+                                Activation activation, int64_t begin, int64_t end) {
+  for (int64_t c = begin; c < end; ++c) NormalizeChannel(g, c, x, y, affine[c], affine[g.channels + c], activation);
+}
+
+// dX = scale * inv_std * (dY - mean(dY) - (X - mean) * mean(dY * xhat) * inv_std), dY gated by the activation
+// (none, or `gated`'s with the map in `affine`).
+template <Activation::Kind kKind>
 ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const float* x, float* dx, const double* scale,
                                    const double* saved_mean, const double* saved_inv_std, double epsilon,
-                                   double* dscale, double* dbias, int64_t begin, int64_t end) {
+                                   const float* affine, Activation gated, double* dscale, double* dbias,
+                                   int64_t begin, int64_t end) {
   const int64_t stride = g.Stride();
   const double count = g.Count();
   for (int64_t c = begin; c < end; ++c) {
     const int64_t first = c * g.spatial;
     const float shift =
         saved_mean ? static_cast<float>(saved_mean[c]) : RunMean(x + first, std::min(g.spatial, kRun));
+    Gate gate;
+    if constexpr (kKind != Activation::Kind::kNone) gate = {affine[c], affine[g.channels + c], gated.low, gated.high};
     double shifted = 0, squares = 0, sum_dy = 0, dy_shifted = 0;
     for (int64_t n = 0; n < g.batch; ++n) {
       const int64_t at = first + n * stride;
-      AddMomentsWithGradient(x + at, dy + at, g.spatial, shift, shifted, squares, sum_dy, dy_shifted);
+      AddMomentsWithGradient<kKind>(x + at, dy + at, g.spatial, shift, gate, shifted, squares, sum_dy, dy_shifted);
     }
     const double offset = shifted / count;
     const double mean = saved_mean ? saved_mean[c] : shift + offset;
@@ -330,35 +371,68 @@ ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const flo
       const float* x_run = x + at;
       float* dx_run = dx + at;
 #pragma omp simd
-      for (int64_t i = 0; i < g.spatial; ++i) dx_run[i] = dy_run[i] * a + ((x_run[i] - mean_f) * p + k);
+      for (int64_t i = 0; i < g.spatial; ++i)
+        dx_run[i] = Gated<kKind>(dy_run[i], x_run[i], gate) * a + ((x_run[i] - mean_f) * p + k);
     }
   }
 }
 
 void ForwardPortable(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
-                     double epsilon, double* mean, double* var, Activation activation, int64_t begin, int64_t end) {
-  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
+                     double epsilon, double* mean, double* var, Activation activation, float* affine, int64_t begin,
+                     int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
+}
+
+void ApplyPortable(const Geometry& g, const float* x, float* y, const float* affine, Activation activation,
+                   int64_t begin, int64_t end) {
+  ApplyChannels(g, x, y, affine, activation, begin, end);
+}
+
+ET_BN_INLINE void BackwardGatedChannels(const Geometry& g, const float* dy, const float* x, float* dx,
+                                        const double* scale, const double* saved_mean, const double* saved_inv_std,
+                                        double epsilon, const float* affine, Activation gated, double* dscale,
+                                        double* dbias, int64_t begin, int64_t end) {
+  switch (gated.kind) {
+    case Activation::Kind::kNone:
+      return BackwardChannels<Activation::Kind::kNone>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
+                                                       affine, gated, dscale, dbias, begin, end);
+    case Activation::Kind::kRelu:
+      return BackwardChannels<Activation::Kind::kRelu>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
+                                                       affine, gated, dscale, dbias, begin, end);
+    case Activation::Kind::kClip:
+      return BackwardChannels<Activation::Kind::kClip>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
+                                                       affine, gated, dscale, dbias, begin, end);
+  }
 }
 
 void BackwardPortable(const Geometry& g, const float* dy, const float* x, float* dx, const double* scale,
-                      const double* saved_mean, const double* saved_inv_std, double epsilon, double* dscale,
-                      double* dbias, int64_t begin, int64_t end) {
-  BackwardChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+                      const double* saved_mean, const double* saved_inv_std, double epsilon, const float* affine,
+                      Activation gated, double* dscale, double* dbias, int64_t begin, int64_t end) {
+  BackwardGatedChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias, begin,
+                        end);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define EDGETRAIN_BATCHNORM_AVX2 1
 __attribute__((target("avx2,fma"))) void ForwardAvx2(const Geometry& g, const float* x, float* y, const double* scale,
                                                      const double* bias, double epsilon, double* mean, double* var,
-                                                     Activation activation, int64_t begin, int64_t end) {
-  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
+                                                     Activation activation, float* affine, int64_t begin,
+                                                     int64_t end) {
+  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
+}
+
+__attribute__((target("avx2,fma"))) void ApplyAvx2(const Geometry& g, const float* x, float* y, const float* affine,
+                                                   Activation activation, int64_t begin, int64_t end) {
+  ApplyChannels(g, x, y, affine, activation, begin, end);
 }
 
 __attribute__((target("avx2,fma"))) void BackwardAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
                                                       const double* scale, const double* saved_mean,
-                                                      const double* saved_inv_std, double epsilon, double* dscale,
+                                                      const double* saved_inv_std, double epsilon,
+                                                      const float* affine, Activation gated, double* dscale,
                                                       double* dbias, int64_t begin, int64_t end) {
-  BackwardChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+  BackwardGatedChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias, begin,
+                        end);
 }
 #endif
 
@@ -370,29 +444,44 @@ Isa BestIsa() { return CpuHasAvx2Fma() ? Isa::kAvx2 : Isa::kPortable; }
 
 void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                      int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
-                     double* var, Activation activation) {
+                     double* var, Activation activation, float* affine) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
 #if defined(EDGETRAIN_BATCHNORM_AVX2)
     if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
-      return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
+      return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
 #endif
     (void)isa;
-    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, activation, begin, end);
+    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
+  });
+}
+
+void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
+                 int64_t spatial, const float* affine, Activation activation) {
+  const Geometry g{batch, channels, spatial};
+  threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
+#if defined(EDGETRAIN_BATCHNORM_AVX2)
+    if (isa == Isa::kAvx2 && CpuHasAvx2Fma()) return ApplyAvx2(g, x, y, affine, activation, begin, end);
+#endif
+    (void)isa;
+    ApplyPortable(g, x, y, affine, activation, begin, end);
   });
 }
 
 void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
                       int64_t channels, int64_t spatial, const double* scale, const double* saved_mean,
-                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias) {
+                      const double* saved_inv_std, double epsilon, double* dscale, double* dbias,
+                      const float* affine, Activation gated) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
 #if defined(EDGETRAIN_BATCHNORM_AVX2)
     if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
-      return BackwardAvx2(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+      return BackwardAvx2(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias,
+                          begin, end);
 #endif
     (void)isa;
-    BackwardPortable(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, dscale, dbias, begin, end);
+    BackwardPortable(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias, begin,
+                     end);
   });
 }
 
@@ -407,20 +496,22 @@ bool UseFastBatchNorm(const Tensor& x, int64_t count) {
 }
 
 // The activation that ai.edgetrain BatchNormalizationRelu and BatchNormalizationClip apply to Y (none for
-// BatchNormalization); Clip's bounds are the node's optional inputs 5 (min) and 6 (max), single values of X's type.
+// BatchNormalization); Clip's bounds are the node's optional inputs `min_index` (5; 2 for ChannelAffine) and the
+// one after it, single values of X's type.
 struct OutputActivation {
   batchnorm::Activation::Kind kind = batchnorm::Activation::Kind::kNone;
   double low = -std::numeric_limits<double>::infinity(), high = std::numeric_limits<double>::infinity();
 
-  static OutputActivation Read(KernelContext& ctx, batchnorm::Activation::Kind kind, const Tensor& x) {
+  static OutputActivation Read(KernelContext& ctx, batchnorm::Activation::Kind kind, const Tensor& x,
+                               size_t min_index = 5) {
     OutputActivation a;
     a.kind = kind;
     if (kind != batchnorm::Activation::Kind::kClip) return a;
     auto bound = [&](size_t index, const char* name, double& value) {
       if (const Tensor* t = ClipBound(ctx, index, name, x)) value = t->ToDoubleVector()[0];
     };
-    bound(5, "min", a.low);
-    bound(6, "max", a.high);
+    bound(min_index, "min", a.low);
+    bound(min_index + 1, "max", a.high);
     return a;
   }
 
@@ -440,6 +531,22 @@ struct OutputActivation {
     });
   }
 };
+
+// The per-channel map [2, C] (a, then b) of ChannelAffine and BatchNormalizationActivationGrad: X's type, C = X's dim 1.
+void CheckAffineMap(const Node& node, const Tensor& affine, const Tensor& x) {
+  const bool fits = affine.dtype() == x.dtype() && affine.shape() == Shape{2, x.dim(1)};
+  ET_CHECK(fits, ErrorCode::kInvalidArgument, node.Describe(), ": input affine must be ", DataTypeName(x.dtype()),
+           " [2, ", x.dim(1), "], got ", DataTypeName(affine.dtype()), " ", ShapeToString(affine.shape()));
+}
+
+// Their attribute `activation`: "" (none, the default), "Relu" or "Clip".
+batchnorm::Activation::Kind ActivationAttribute(const Node& node) {
+  const std::string name = node.GetString("activation", "");
+  ET_CHECK(name.empty() || name == "Relu" || name == "Clip", ErrorCode::kInvalidArgument, node.Describe(),
+           ": attribute activation must be \"\", \"Relu\" or \"Clip\", got \"", name, "\"");
+  return name.empty() ? batchnorm::Activation::Kind::kNone
+                      : name == "Relu" ? batchnorm::Activation::Kind::kRelu : batchnorm::Activation::Kind::kClip;
+}
 
 void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind activation_kind) {
   const Node& node = ctx.node();
@@ -469,6 +576,9 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
     Tensor& y = ctx.Output(0, x.shape(), x.dtype());
     T* yp = y.data<T>();
 
+    // Output 5, which only sessions add (ShareBatchNormAffine), is the map y = activation(x * a + b) applied:
+    // a and b per channel as [2, C] of X's type, for ai.edgetrain.ChannelAffine to apply again.
+    T* affine = ctx.HasOutput(5) ? ctx.Output(5, {2, channels}, x.dtype()).template data<T>() : nullptr;
     bool normalized = false;
     if (training) {
       const std::span<double> batch_mean = scratch.Take(n), batch_var = scratch.Take(n);
@@ -477,7 +587,7 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
         if (spatial && UseFastBatchNorm(x, batch * spatial_size)) {
           batchnorm::TrainingForward(ctx.threads(), batchnorm::BestIsa(), xp, yp, batch, channels, spatial_size,
                                      scale.data(), bias.data(), epsilon, batch_mean.data(), batch_var.data(),
-                                     activation.ForFloat());
+                                     activation.ForFloat(), affine);
           normalized = true;
         }
       }
@@ -514,9 +624,49 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
     for (int64_t c = 0; c < channels; ++c) {
       multiplier[c] = scale[c] / std::sqrt(var[c] + epsilon);
       offset[c] = bias[c] - mean[c] * multiplier[c];
+      if (affine) {
+        affine[c] = static_cast<T>(multiplier[c]);
+        affine[channels + c] = static_cast<T>(offset[c]);
+      }
     }
     ApplyChannelAffine<T>(ctx, xp, yp, batch, channels, spatial_size, multiplier, offset);
     activation.Apply(ctx.threads(), yp, y.numel());
+  });
+}
+
+// ai.edgetrain.ChannelAffine(X, affine[, min, max]; activation) -> Y = activation(X * affine[0, c] + affine[1, c]):
+// a training-mode BatchNormalization's output again from the map it applied (its output 5), on the same kernels
+// as it, so the same bits, without a pass for the statistics. activation: "" (none), "Relu" or "Clip".
+void ChannelAffineKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& x = ctx.Input(0);
+  const Tensor& affine = ctx.Input(1);
+  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
+           ShapeToString(x.shape()));
+  const int64_t batch = x.dim(0), channels = x.dim(1), spatial = DimProduct(x.shape(), 2, x.rank());
+  CheckAffineMap(node, affine, x);
+  const OutputActivation activation = OutputActivation::Read(ctx, ActivationAttribute(node), x, 2);
+  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    const T* ap = affine.data<T>();
+    T* yp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (UseFastBatchNorm(x, batch * spatial)) {
+        batchnorm::ApplyAffine(ctx.threads(), batchnorm::BestIsa(), xp, yp, batch, channels, spatial, ap,
+                               activation.ForFloat());
+        return;
+      }
+    }
+    const size_t n = static_cast<size_t>(channels);
+    NodeScratch<double> scratch(ctx, 2 * n);
+    const std::span<double> multiplier = scratch.Take(n), offset = scratch.Take(n);
+    for (int64_t c = 0; c < channels; ++c) {
+      multiplier[c] = static_cast<double>(ap[c]);
+      offset[c] = static_cast<double>(ap[channels + c]);
+    }
+    ApplyChannelAffine<T>(ctx, xp, yp, batch, channels, spatial, multiplier, offset);
+    activation.Apply(ctx.threads(), yp, x.numel());
   });
 }
 
@@ -526,9 +676,13 @@ void BatchNormalizationKernel(KernelContext& ctx) {
   BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kNone);
 }
 
+namespace {
+
 // The backward of training-mode BatchNormalization, statistics per channel over [N, spatial]:
 //   dX = scale * inv_std * (dY - mean(dY) - xhat * mean(dY * xhat)), xhat = (X - mean) * inv_std
-void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
+// `gated` (BatchNormalizationActivationGrad): dY is the gradient of a Relu or Clip after the normalization, the
+// map it applied is input 3 and Clip's bounds inputs 4 and 5; dY passes where the activation passes X * a + b.
+void BatchNormalizationBackwardGated(KernelContext& ctx, bool saved_statistics, batchnorm::Activation::Kind gated) {
   const Node& node = ctx.node();
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
@@ -550,12 +704,16 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
     saved_mean = ChannelParameter(ctx, 3, "saved_mean", channels, scratch.Take(n));
     saved_inv_std = ChannelParameter(ctx, 4, "saved_inv_std", channels, scratch.Take(n));
   }
+  const bool gate = gated != batchnorm::Activation::Kind::kNone;
+  if (gate) CheckAffineMap(node, ctx.Input(3), x);
+  const OutputActivation activation = OutputActivation::Read(ctx, gated, x, 4);
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     const T* dyp = dy.data<T>();
     T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    const T* affine = gate ? ctx.Input(3).template data<T>() : nullptr;
     const std::span<double> dscale = scratch.Take(n), dbias = scratch.Take(n);
     bool done = false;
     if constexpr (std::is_same_v<T, float>) {
@@ -563,10 +721,11 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
         batchnorm::TrainingBackward(ctx.threads(), batchnorm::BestIsa(), dyp, xp, dxp, batch, channels, spatial,
                                     scale.data(), saved_statistics ? saved_mean.data() : nullptr,
                                     saved_statistics ? saved_inv_std.data() : nullptr, epsilon, dscale.data(),
-                                    dbias.data());
+                                    dbias.data(), affine, activation.ForFloat());
         done = true;
       }
     }
+    const T low = static_cast<T>(activation.low), high = static_cast<T>(activation.high);
     if (!done) ctx.threads().ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double mean = 0;
@@ -578,11 +737,20 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
           mean = count > 0 ? sum / count : 0.0;
         }
         const T mean_t = static_cast<T>(mean);
+        // dY gated as ApplyChannelAffine and OutputActivation::Apply compute the activation's input and output.
+        const T a = gate ? affine[c] : T(0), b = gate ? affine[channels + c] : T(0);
+        const auto gated_dy = [&](T d, T v) {
+          if (!gate) return d;
+          const T y = v * a + b;
+          const bool passes = activation.kind == batchnorm::Activation::Kind::kRelu ? y > T(0) : y > low && y < high;
+          return passes ? d : T(0);
+        };
         CenteredSums sums;
         ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
           const T* dy_run = dyp + run;
-          const auto dy_at = [dy_run](int64_t i) { return dy_run[i]; };
-          sums.Add(xp + run, dy_at, spatial, mean_t);
+          const T* x_run = xp + run;
+          const auto dy_at = [&](int64_t i) { return gated_dy(dy_run[i], x_run[i]); };
+          sums.Add(x_run, dy_at, spatial, mean_t);
         });
         const double inv_std =
             saved_statistics ? saved_inv_std[c] : 1.0 / std::sqrt((count > 0 ? sums.squares / count : 0.0) + epsilon);
@@ -598,7 +766,7 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
           T* dx_run = dxp + run;
 #pragma omp simd
           for (int64_t i = 0; i < spatial; ++i) {
-            dx_run[i] = multiplier * (dy_run[i] - mean_dy - (x_run[i] - mean_t) * projection);
+            dx_run[i] = multiplier * (gated_dy(dy_run[i], x_run[i]) - mean_dy - (x_run[i] - mean_t) * projection);
           }
         });
       }
@@ -608,7 +776,24 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
   });
 }
 
+}  // namespace
+
+void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
+  BatchNormalizationBackwardGated(ctx, saved_statistics, batchnorm::Activation::Kind::kNone);
+}
+
 namespace {
+
+// ai.edgetrain.BatchNormalizationActivationGrad(dY, X, scale, affine[, min, max]; epsilon, activation) ->
+// (dX, dScale, dBias): BatchNormalizationGrad of ReluGrad or ClipGrad of dY, the activation's mask taken from X and
+// the map its BatchNormalization applied (output 5) instead of from its output. Made only inside sessions
+// (FuseActivationGradIntoBatchNormGrad).
+void BatchNormalizationActivationGradKernel(KernelContext& ctx) {
+  const batchnorm::Activation::Kind kind = ActivationAttribute(ctx.node());
+  ET_CHECK(kind != batchnorm::Activation::Kind::kNone, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": attribute activation must be \"Relu\" or \"Clip\"");
+  BatchNormalizationBackwardGated(ctx, false, kind);
+}
 
 // ai.edgetrain.BatchNormalizationGrad(dY, X, scale; epsilon) -> (dX, dScale, dBias), recomputing the
 // batch statistics.
@@ -750,6 +935,13 @@ void RegisterBatchNormalization(OpRegistry& r) {
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad")
   RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel,
                 ET_TRAINING_BODY(BatchNormalizationGradFunction()));
+  // Made only inside sessions (ShareBatchNormAffine, FuseActivationGradIntoBatchNormGrad) from an output they add:
+  // no standard-ops body to export.
+  ET_IF_BUILT("ai.edgetrain", "ChannelAffine")
+  RegisterFused(r, "ChannelAffine", ChannelAffineKernel, nullptr);
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationActivationGrad")
+  WithAttributes<BatchNormAttributes>(
+      RegisterFused(r, "BatchNormalizationActivationGrad", BatchNormalizationActivationGradKernel, nullptr));
 }
 
 

@@ -40,7 +40,8 @@ size_t ForwardEnd(const std::vector<BudgetStep>& steps, size_t num_values, size_
 bool TakesInputMemory(const std::string& domain, const std::string& op_type) {
   if (domain.empty()) return op_type == "Relu" || op_type == "Clip";
   return domain == "ai.edgetrain" &&
-         (op_type == "ReluGrad" || op_type == "ClipGrad" || op_type == "BatchNormalizationGrad");
+         (op_type == "ReluGrad" || op_type == "ClipGrad" || op_type == "BatchNormalizationGrad" ||
+          op_type == "BatchNormalizationActivationGrad");
 }
 
 std::vector<ExpandedStep> ExpandRecomputation(const std::vector<BudgetStep>& steps, size_t forward_end, size_t values,
