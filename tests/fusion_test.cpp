@@ -574,7 +574,8 @@ ModelBuilder BatchNormRecomputations(float copy_epsilon = 1e-5f, bool copy_stati
     const std::string p = "bn" + std::to_string(k), scale = b.Initializer(p + ".scale", {6}, true),
                       bias = b.Initializer(p + ".bias", {6});
     auto bn = [&](const std::string& y, std::vector<std::string> statistics, float epsilon) {
-      b.Add("BatchNormalization", {"x", scale, bias, statistics[0], statistics[1]}, {y, y + ".running_mean", y + ".running_var"},
+      b.Add("BatchNormalization", {"x", scale, bias, statistics[0], statistics[1]},
+            {y, y + ".running_mean", y + ".running_var"},
             {{"training_mode", Attribute::Int(1)}, {"epsilon", Attribute::Float(epsilon)}});
       if (ops[k].empty()) return y;
       if (ops[k] == "Relu") return b.Unary("Relu", y);
@@ -693,14 +694,15 @@ TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
     SetKernelBackend(backend);
     const Model relu = model({2, 3}, "Relu");
     const std::vector<Tensor> y = Session(relu).Run(feeds);
-    const std::vector<double> x = feeds.at("x").ToDoubleVector(), a = relu.graph.initializers.at("affine").ToDoubleVector(),
-                              got = y.at(0).ToDoubleVector();
+    const std::vector<double> x = feeds.at("x").ToDoubleVector(),
+                              a = relu.graph.initializers.at("affine").ToDoubleVector(), got = y.at(0).ToDoubleVector();
     for (size_t i = 0; i < x.size(); ++i) {
       const size_t c = i / 16 % 3;
       EXPECT_NEAR(got[i], std::max(0.0, x[i] * a[c] + a[3 + c]), 1e-6) << i;
     }
     EXPECT_ERROR(Session(model({3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
-                 "node 'ChannelAffine0' (ai.edgetrain.ChannelAffine): input affine must be float32 [2, 3], got float32 [3]");
+                 "node 'ChannelAffine0' (ai.edgetrain.ChannelAffine): input affine must be float32 [2, 3], got "
+                 "float32 [3]");
     EXPECT_ERROR(Session(model({2, 4}, "")).Run(feeds), ErrorCode::kInvalidArgument, "got float32 [2, 4]");
     EXPECT_ERROR(Session(model({2, 3}, "Tanh")).Run(feeds), ErrorCode::kInvalidArgument,
                  "attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Tanh\"");

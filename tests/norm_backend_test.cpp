@@ -78,7 +78,8 @@ Tensor AffineMap(int64_t channels, uint64_t seed) {
 
 // ai.edgetrain.ChannelAffine (the session's recomputed BatchNormalization), Clip's bounds -0.5 and 1.
 OneNode ChannelAffine(const Shape& shape, const std::string& activation) {
-  OneNode node = GradNode("ChannelAffine", kEdgetrainDomain, {RandomTensor(shape, 31, -2.0, 2.0), AffineMap(shape[1], 32)},
+  OneNode node = GradNode("ChannelAffine", kEdgetrainDomain,
+                          {RandomTensor(shape, 31, -2.0, 2.0), AffineMap(shape[1], 32)},
                           {{"activation", Attribute::String(activation)}}, 1);
   if (activation == "Clip") {
     node.inputs.push_back(Tensor::Scalar<double>(-0.5));

@@ -252,7 +252,8 @@ size_t ShareBatchNormAffine(Graph& graph) {
   };
   // What a copy must share with the original: op, X, scale, B, the Clip bounds and epsilon.
   auto key = [](const Node& n) {
-    std::string k = n.domain + "/" + n.op_type + "/" + std::to_string(std::bit_cast<uint32_t>(n.GetFloat("epsilon", 1e-5f)));
+    const uint32_t epsilon = std::bit_cast<uint32_t>(n.GetFloat("epsilon", 1e-5f));
+    std::string k = n.domain + "/" + n.op_type + "/" + std::to_string(epsilon);
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (i < 3 || i > 4) k += "\n" + n.inputs[i];
     return k;

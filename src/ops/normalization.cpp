@@ -532,7 +532,8 @@ struct OutputActivation {
   }
 };
 
-// The per-channel map [2, C] (a, then b) of ChannelAffine and BatchNormalizationActivationGrad: X's type, C = X's dim 1.
+// The per-channel map [2, C] (a, then b) of ChannelAffine and BatchNormalizationActivationGrad: X's type, C X's
+// dim 1.
 void CheckAffineMap(const Node& node, const Tensor& affine, const Tensor& x) {
   const bool fits = affine.dtype() == x.dtype() && affine.shape() == Shape{2, x.dim(1)};
   ET_CHECK(fits, ErrorCode::kInvalidArgument, node.Describe(), ": input affine must be ", DataTypeName(x.dtype()),

@@ -899,7 +899,8 @@ Session::Session(Model model, SessionOptions options)
         ops.Find(kEdgetrainDomain, "BatchNormalizationClip", 1))
       FuseBatchNormActivation(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) ShareBatchNormAffine(model_.graph);
-    if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1)) FuseActivationGradIntoBatchNormGrad(model_.graph);
+    if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1))
+      FuseActivationGradIntoBatchNormGrad(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
