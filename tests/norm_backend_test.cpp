@@ -238,20 +238,6 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return ChannelAffine({1, 13, 7, 7}, "");
           }),
-      row("ChannelAffineSiluOddPlanes",
-          [] {
-            return ChannelAffine({2, 9, 33, 35}, "Silu");
-          }),
-      row("ChannelAffineSiluGrad",
-          [] {
-            return GradNode("ChannelAffineSiluGrad", kEdgetrainDomain,
-                            {RandomTensor({3, 5, 7, 3}, 37), RandomTensor({3, 5, 7, 3}, 38, -2.0, 2.0), AffineMap(5, 39)},
-                            {}, 1);
-          }),
-      row("BatchNormSiluTraining",
-          [] {
-            return BatchNormActivation("BatchNormalizationSilu", {2, 9, 33, 35}, true);
-          }),
       row("BatchNormReluGrad",
           [] {
             return BatchNormActivationGrad({3, 5, 7, 3}, "Relu");

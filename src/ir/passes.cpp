@@ -207,16 +207,14 @@ size_t FuseSilu(Graph& graph) {
   return rewriter.Finish();
 }
 
-size_t FuseBatchNormActivation(Graph& graph, bool with_silu) {
+size_t FuseBatchNormActivation(Graph& graph) {
   Rewriter rewriter(graph);
   size_t fused = 0;
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const Node& act = graph.nodes[k];
-    const bool relu = act.domain.empty() && act.op_type == "Relu", clip = act.domain.empty() && act.op_type == "Clip";
-    const bool silu = with_silu && act.domain == kEdgetrainDomain && act.op_type == "Silu";
-    if (!(relu || clip || silu) || act.inputs.empty() || act.outputs.size() != 1 ||
-        ((relu || silu) && act.inputs.size() != 1) || act.inputs.size() > 3 || act.HasAttr("min") ||
-        act.HasAttr("max"))
+    const bool relu = act.op_type == "Relu", clip = act.op_type == "Clip";
+    if (!act.domain.empty() || !(relu || clip) || act.inputs.empty() || act.outputs.size() != 1 ||
+        (relu && act.inputs.size() != 1) || act.inputs.size() > 3 || act.HasAttr("min") || act.HasAttr("max"))
       continue;
     bool bounds_ready = true;  // made before the BatchNormalization runs, which takes the Clip's place
     for (size_t i = 1; i < act.inputs.size(); ++i)
@@ -228,7 +226,7 @@ size_t FuseBatchNormActivation(Graph& graph, bool with_silu) {
         !(bn->HasAttr("training_mode") || bn->outputs.size() == 1))
       continue;
     bn->domain = kEdgetrainDomain;
-    bn->op_type = relu ? "BatchNormalizationRelu" : clip ? "BatchNormalizationClip" : "BatchNormalizationSilu";
+    bn->op_type = relu ? "BatchNormalizationRelu" : "BatchNormalizationClip";
     bn->opset = 1;  // the model need not import ai.edgetrain
     bn->attributes["training_mode"] = Attribute::Int(bn->GetInt("training_mode", 0));
     bn->attributes.erase("spatial");
@@ -248,16 +246,17 @@ size_t ShareBatchNormAffine(Graph& graph) {
   auto is_training_batch_norm = [](const Node& n) {
     const bool family = n.domain.empty() ? n.op_type == "BatchNormalization"
                                          : n.domain == kEdgetrainDomain && (n.op_type == "BatchNormalizationRelu" ||
-                                                                             n.op_type == "BatchNormalizationClip" ||
-                                                                             n.op_type == "BatchNormalizationSilu");
+                                                                             n.op_type == "BatchNormalizationClip");
     return family && n.GetInt("training_mode", 0) == 1 && n.GetInt("spatial", 1) == 1 && n.inputs.size() >= 3 &&
            !n.outputs.empty() && !n.outputs[0].empty() && n.outputs.size() <= 3;
   };
-  // What a copy must share with the original, the map's ingredients: X, scale, B and epsilon. The copy keeps its
-  // own activation.
+  // What a copy must share with the original: op, X, scale, B, the Clip bounds and epsilon.
   auto key = [](const Node& n) {
     const uint32_t epsilon = std::bit_cast<uint32_t>(n.GetFloat("epsilon", 1e-5f));
-    return std::to_string(epsilon) + "\n" + n.inputs[0] + "\n" + n.inputs[1] + "\n" + n.inputs[2];
+    std::string k = n.domain + "/" + n.op_type + "/" + std::to_string(epsilon);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (i < 3 || i > 4) k += "\n" + n.inputs[i];
+    return k;
   };
   Rewriter rewriter(graph);
   std::unordered_map<std::string, size_t> originals;
@@ -281,59 +280,18 @@ size_t ShareBatchNormAffine(Graph& graph) {
     rewriter.AddRead(original.outputs[5]);
     std::vector<std::string> inputs = {node.inputs[0], original.outputs[5]};
     inputs.insert(inputs.end(), node.inputs.begin() + std::min<size_t>(5, node.inputs.size()), node.inputs.end());
-    const std::string activation =
-        node.domain.empty() ? "" : node.op_type.substr(std::string_view("BatchNormalization").size());
+    const bool relu = node.op_type == "BatchNormalizationRelu", clip = node.op_type == "BatchNormalizationClip";
     node.domain = kEdgetrainDomain;
     node.op_type = "ChannelAffine";
     node.opset = 1;
     node.attributes.clear();
-    if (!activation.empty()) node.attributes["activation"] = Attribute::String(activation);
+    if (relu || clip) node.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
     node.inputs = std::move(inputs);
     node.outputs.resize(1);
     ++shared;
   }
   rewriter.Finish();
   return shared;
-}
-
-size_t FuseSiluIntoChannelAffine(Graph& graph) {
-  std::unordered_map<std::string, std::vector<size_t>> readers;
-  for (size_t k = 0; k < graph.nodes.size(); ++k)
-    for (const std::string& input : graph.nodes[k].inputs)
-      if (!input.empty()) readers[input].push_back(k);
-  std::unordered_set<std::string> outputs;
-  for (const ValueInfo& out : graph.outputs) outputs.insert(out.name);
-  auto is = [](const Node& n, const char* op) { return n.domain == kEdgetrainDomain && n.op_type == op; };
-  size_t fused = 0;
-  for (Node& affine : graph.nodes) {
-    if (!is(affine, "ChannelAffine") || affine.inputs.size() != 2 || affine.HasAttr("activation") ||
-        affine.outputs.size() != 1 || outputs.count(affine.outputs[0]))
-      continue;
-    const std::string v = affine.outputs[0];
-    const std::vector<size_t>& read_by = readers[v];
-    bool all_silu = !read_by.empty();
-    for (size_t r : read_by) {
-      const Node& n = graph.nodes[r];
-      const bool silu = is(n, "Silu") && n.inputs.size() == 1;
-      const bool silu_grad = is(n, "SiluGrad") && n.inputs.size() == 2 && n.inputs[1] == v && n.inputs[0] != v;
-      all_silu = all_silu && (silu || silu_grad);
-    }
-    if (!all_silu) continue;
-    for (size_t r : read_by) {
-      Node& n = graph.nodes[r];
-      if (n.op_type == "Silu") {
-        n.op_type = "ChannelAffine";
-        n.inputs = affine.inputs;
-        n.attributes["activation"] = Attribute::String("Silu");
-      } else {
-        n.op_type = "ChannelAffineSiluGrad";
-        n.inputs = {n.inputs[0], affine.inputs[0], affine.inputs[1]};
-      }
-      n.opset = 1;
-    }
-    ++fused;  // `affine` is read no more: EliminateDeadNodes drops it
-  }
-  return fused;
 }
 
 size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {

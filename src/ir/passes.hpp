@@ -51,24 +51,17 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm
 // nothing but the Mul reads the Sigmoid's output. Returns the number of fusions.
 size_t FuseSilu(Graph& graph);
 
-// Replaces Relu(Y), Clip(Y, min, max) (opset 11+: bounds as inputs, each absent or an input or initializer of the
-// graph) and ai.edgetrain.Silu(Y) of the Y of a BatchNormalization (spatial, with a training_mode attribute or one
-// output, at most three outputs) that nothing else reads by ai.edgetrain BatchNormalizationRelu /
-// BatchNormalizationClip (Clip's bounds its inputs 5 and 6) / BatchNormalizationSilu: the activation is applied as
-// the normalized values are written (Silu only `with_silu`: an operator-reduced build may lack the op). Returns the
-// count.
-size_t FuseBatchNormActivation(Graph& graph, bool with_silu = true);
+// Replaces Relu(Y) and Clip(Y, min, max) (opset 11+: bounds as inputs, each absent or an input or initializer of
+// the graph) of the Y of a BatchNormalization (spatial, with a training_mode attribute or one output, at most three
+// outputs) that nothing else reads by ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds
+// its inputs 5 and 6): the activation is applied as the normalized values are written. Returns the count.
+size_t FuseBatchNormActivation(Graph& graph);
 
-// A training-mode BatchNormalization (or its Relu, Clip and Silu forms) that a later copy of it recomputes (the same
-// X, scale, B and epsilon; the copy's running statistics unread, as generate-artifacts' recompute writes it) gains
-// output 5, the affine map it applied, and the copy becomes ai.edgetrain.ChannelAffine of X and that map with the
-// copy's own activation: the same bits without the copy's statistics pass. Returns how many copies were replaced.
+// A training-mode BatchNormalization (or its Relu and Clip forms) that a later copy of it recomputes (the same op,
+// X, scale, B, activation bounds and epsilon; the copy's running statistics unread, as generate-artifacts' recompute
+// writes it) gains output 5, the affine map it applied, and the copy becomes ai.edgetrain.ChannelAffine of X and
+// that map: the same bits without the copy's statistics pass. Returns how many copies were replaced.
 size_t ShareBatchNormAffine(Graph& graph);
-
-// V = ai.edgetrain.ChannelAffine(X, affine) with no activation (a recomputed BatchNormalization before a SiLU) that
-// only ai.edgetrain Silu(V) and SiluGrad(dY, V) read: Silu becomes ChannelAffine(X, affine; Silu) and SiluGrad
-// ChannelAffineSiluGrad(dY, X, affine), so V is never stored. Returns how many such V went.
-size_t FuseSiluIntoChannelAffine(Graph& graph);
 
 // ai.edgetrain BatchNormalizationGrad(ReluGrad(dY, Y) or ClipGrad(dY, Y, min, max), X, scale), where only it reads
 // the activation's gradient and Y is ChannelAffine(X, affine) with that activation (and those bounds), becomes

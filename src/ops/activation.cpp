@@ -79,37 +79,31 @@ __attribute__((target("avx2,fma"))) void SigmoidRangeAvx2(const float* x, float*
   for (; i < end; ++i) y[i] = Sigmoid(x[i]);
 }
 
-// y = x * Sigmoid(x). A partial last vector goes through a padded copy, so that every element gets the same bits
-// wherever a range starts or ends (BatchNormalizationSilu applies it plane by plane). y may be x.
-__attribute__((target("avx2,fma"))) inline __m256 SiluAvx2(__m256 v) { return _mm256_mul_ps(v, SigmoidAvx2(v)); }
-
+// y = x * Sigmoid(x)
 __attribute__((target("avx2,fma"))) void SiluRangeAvx2(const float* x, float* y, int64_t begin, int64_t end) {
   int64_t i = begin;
-  for (; i + 8 <= end; i += 8) _mm256_storeu_ps(y + i, SiluAvx2(_mm256_loadu_ps(x + i)));
-  if (i == end) return;
-  alignas(32) float lanes[8] = {};
-  std::copy(x + i, x + end, lanes);
-  _mm256_store_ps(lanes, SiluAvx2(_mm256_load_ps(lanes)));
-  std::copy(lanes, lanes + (end - i), y + i);
+  for (; i + 8 <= end; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, SigmoidAvx2(v)));
+  }
+  for (; i < end; ++i) y[i] = x[i] * Sigmoid(x[i]);
 }
 
-// dx = dy * s * (1 + x * (1 - s)), s = Sigmoid(x); a partial last vector padded as above. dx may be dy or x.
-__attribute__((target("avx2,fma"))) inline __m256 SiluGradAvx2(__m256 d, __m256 v) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 s = SigmoidAvx2(v);
-  return _mm256_mul_ps(d, _mm256_mul_ps(s, _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one)));
-}
-
+// dx = dy * s * (1 + x * (1 - s)), s = Sigmoid(x)
 __attribute__((target("avx2,fma"))) void SiluGradRangeAvx2(const float* dy, const float* x, float* dx, int64_t begin,
                                                            int64_t end) {
+  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = begin;
-  for (; i + 8 <= end; i += 8) _mm256_storeu_ps(dx + i, SiluGradAvx2(_mm256_loadu_ps(dy + i), _mm256_loadu_ps(x + i)));
-  if (i == end) return;
-  alignas(32) float d[8] = {}, v[8] = {};
-  std::copy(dy + i, dy + end, d);
-  std::copy(x + i, x + end, v);
-  _mm256_store_ps(d, SiluGradAvx2(_mm256_load_ps(d), _mm256_load_ps(v)));
-  std::copy(d, d + (end - i), dx + i);
+  for (; i + 8 <= end; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 s = SigmoidAvx2(v);
+    const __m256 slope = _mm256_mul_ps(s, _mm256_fmadd_ps(v, _mm256_sub_ps(one, s), one));
+    _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dy + i), slope));
+  }
+  for (; i < end; ++i) {
+    const float s = Sigmoid(x[i]);
+    dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
+  }
 }
 #elif defined(EDGETRAIN_SIGMOID_VECTOR)
 // The same exp and split on 4-float vectors (NEON, WASM SIMD128): the AVX2 path's constants and steps.
@@ -281,27 +275,6 @@ std::shared_ptr<const FunctionDef> TanhGradFunction() {
 }
 
 // ---- SiLU, x * Sigmoid(x): PyTorch exports it as Sigmoid and Mul; the session fuses those (ir/passes) ----
-
-}  // namespace
-
-void SiluFloat(const float* x, float* y, int64_t n) {
-#if defined(EDGETRAIN_SIGMOID_AVX2)
-  if (UseDirectKernels() && CpuHasAvx2Fma()) return SiluRangeAvx2(x, y, 0, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * Sigmoid(x[i]);
-}
-
-void SiluGradFloat(const float* dy, const float* x, float* dx, int64_t n) {
-#if defined(EDGETRAIN_SIGMOID_AVX2)
-  if (UseDirectKernels() && CpuHasAvx2Fma()) return SiluGradRangeAvx2(dy, x, dx, 0, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = Sigmoid(x[i]);
-    dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
-  }
-}
-
-namespace {
 
 // ai.edgetrain.Silu(X) -> Y = X * Sigmoid(X)
 void SiluKernel(KernelContext& ctx) {

@@ -16,11 +16,10 @@ enum class Isa { kPortable, kAvx2 };
 // kAvx2 on x86-64 with an AVX2/FMA CPU, else kPortable. Asking for kAvx2 elsewhere runs kPortable.
 Isa BestIsa();
 
-// An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu,
-// BatchNormalizationClip and BatchNormalizationSilu): Relu as v > 0 ? v : 0, Clip as min(max(v, low), high), as those
-// kernels compute them, and SiLU over each written plane by ai.edgetrain.Silu's element function (SiluFloat).
+// An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu and
+// BatchNormalizationClip): Relu as v > 0 ? v : 0, Clip as min(max(v, low), high), as those kernels compute them.
 struct Activation {
-  enum class Kind { kNone, kRelu, kClip, kSilu } kind = Kind::kNone;
+  enum class Kind { kNone, kRelu, kClip } kind = Kind::kNone;
   float low = 0, high = 0;  // kClip's bounds
 };
 
@@ -35,10 +34,6 @@ void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int
 // TrainingForward's y again from its `affine`, without the statistics pass: the same bits for the same isa.
 void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                  int64_t spatial, const float* affine, Activation activation);
-
-// SiLU's gradient at v = x * a + b (ApplyAffine's v, the same bits): dx = SiluGradFloat(dy, v), v never stored.
-void AffineSiluGrad(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
-                    int64_t channels, int64_t spatial, const float* affine);
 
 // dX, dScale, dBias of TrainingForward for dY. saved_mean and saved_inv_std (1 / sqrt(var + epsilon)) are
 // the forward's statistics, or both null to recompute them from X with `epsilon`. With a `gated` activation, dY is

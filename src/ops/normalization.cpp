@@ -13,7 +13,6 @@
 
 #include "core/kernel_backend.hpp"
 #include "core/cpu_features.hpp"
-#include "ops/activation_util.hpp"
 #include "ops/attributes.hpp"
 #include "ops/batchnorm_fast.hpp"
 #include "ops/function_builder.hpp"
@@ -302,11 +301,6 @@ ET_BN_INLINE void NormalizeChannel(const Geometry& g, int64_t c, const float* x,
         for (int64_t i = 0; i < g.spatial; ++i)
           dst[i] = std::min(std::max(src[i] * a + b, activation.low), activation.high);
         break;
-      case Activation::Kind::kSilu:  // the plane is still in cache
-#pragma omp simd
-        for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
-        SiluFloat(dst, dst, g.spatial);
-        break;
     }
   }
 }
@@ -337,18 +331,6 @@ ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, c
 ET_BN_INLINE void ApplyChannels(const Geometry& g, const float* x, float* y, const float* affine,
                                 Activation activation, int64_t begin, int64_t end) {
   for (int64_t c = begin; c < end; ++c) NormalizeChannel(g, c, x, y, affine[c], affine[g.channels + c], activation);
-}
-
-// v into dx, then dx = SiluGradFloat(dy, v) plane by plane while v is in cache.
-ET_BN_INLINE void SiluGradChannels(const Geometry& g, const float* dy, const float* x, float* dx, const float* affine,
-                                   int64_t begin, int64_t end) {
-  for (int64_t c = begin; c < end; ++c) {
-    NormalizeChannel(g, c, x, dx, affine[c], affine[g.channels + c], {});
-    for (int64_t n = 0; n < g.batch; ++n) {
-      const int64_t at = c * g.spatial + n * g.Stride();
-      SiluGradFloat(dy + at, dx + at, dx + at, g.spatial);
-    }
-  }
 }
 
 // dX = scale * inv_std * (dY - mean(dY) - (X - mean) * mean(dY * xhat) * inv_std), dY gated by the activation
@@ -406,11 +388,6 @@ void ApplyPortable(const Geometry& g, const float* x, float* y, const float* aff
   ApplyChannels(g, x, y, affine, activation, begin, end);
 }
 
-void SiluGradPortable(const Geometry& g, const float* dy, const float* x, float* dx, const float* affine,
-                      int64_t begin, int64_t end) {
-  SiluGradChannels(g, dy, x, dx, affine, begin, end);
-}
-
 ET_BN_INLINE void BackwardGatedChannels(const Geometry& g, const float* dy, const float* x, float* dx,
                                         const double* scale, const double* saved_mean, const double* saved_inv_std,
                                         double epsilon, const float* affine, Activation gated, double* dscale,
@@ -425,8 +402,6 @@ ET_BN_INLINE void BackwardGatedChannels(const Geometry& g, const float* dy, cons
     case Activation::Kind::kClip:
       return BackwardChannels<Activation::Kind::kClip>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
                                                        affine, gated, dscale, dbias, begin, end);
-    case Activation::Kind::kSilu:  // not a gate: BatchNormalizationActivationGrad refuses it
-      break;
   }
 }
 
@@ -449,11 +424,6 @@ __attribute__((target("avx2,fma"))) void ForwardAvx2(const Geometry& g, const fl
 __attribute__((target("avx2,fma"))) void ApplyAvx2(const Geometry& g, const float* x, float* y, const float* affine,
                                                    Activation activation, int64_t begin, int64_t end) {
   ApplyChannels(g, x, y, affine, activation, begin, end);
-}
-
-__attribute__((target("avx2,fma"))) void SiluGradAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
-                                                      const float* affine, int64_t begin, int64_t end) {
-  SiluGradChannels(g, dy, x, dx, affine, begin, end);
 }
 
 __attribute__((target("avx2,fma"))) void BackwardAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
@@ -495,18 +465,6 @@ void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t
 #endif
     (void)isa;
     ApplyPortable(g, x, y, affine, activation, begin, end);
-  });
-}
-
-void AffineSiluGrad(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
-                    int64_t channels, int64_t spatial, const float* affine) {
-  const Geometry g{batch, channels, spatial};
-  threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
-#if defined(EDGETRAIN_BATCHNORM_AVX2)
-    if (isa == Isa::kAvx2 && CpuHasAvx2Fma()) return SiluGradAvx2(g, dy, x, dx, affine, begin, end);
-#endif
-    (void)isa;
-    SiluGradPortable(g, dy, x, dx, affine, begin, end);
   });
 }
 
@@ -561,18 +519,13 @@ struct OutputActivation {
     return {kind, static_cast<float>(low), static_cast<float>(high)};
   }
 
-  // y = activation(y) over n values, as the Relu, Clip and Silu kernels compute it.
+  // y = activation(y) over n values, as the Relu and Clip kernels compute it.
   template <typename T>
   void Apply(ThreadPool& threads, T* y, int64_t n) const {
     if (kind == batchnorm::Activation::Kind::kNone) return;
     const T lo = static_cast<T>(low), hi = static_cast<T>(high);
     const bool relu = kind == batchnorm::Activation::Kind::kRelu;
     threads.ParallelFor(n, 16384, [&](int64_t begin, int64_t end) {
-      if (kind == batchnorm::Activation::Kind::kSilu) {
-        if constexpr (std::is_same_v<T, float>) return SiluFloat(y + begin, y + begin, end - begin);
-        for (int64_t i = begin; i < end; ++i) y[i] = y[i] * Sigmoid(y[i]);
-        return;
-      }
       for (int64_t i = begin; i < end; ++i)
         y[i] = relu ? (y[i] > T(0) ? y[i] : T(0)) : std::min(std::max(y[i], lo), hi);
     });
@@ -587,14 +540,13 @@ void CheckAffineMap(const Node& node, const Tensor& affine, const Tensor& x) {
            " [2, ", x.dim(1), "], got ", DataTypeName(affine.dtype()), " ", ShapeToString(affine.shape()));
 }
 
-// Their attribute `activation`: "" (none, the default), "Relu", "Clip" or "Silu".
+// Their attribute `activation`: "" (none, the default), "Relu" or "Clip".
 batchnorm::Activation::Kind ActivationAttribute(const Node& node) {
   const std::string name = node.GetString("activation", "");
-  ET_CHECK(name.empty() || name == "Relu" || name == "Clip" || name == "Silu", ErrorCode::kInvalidArgument,
-           node.Describe(), ": attribute activation must be \"\", \"Relu\", \"Clip\" or \"Silu\", got \"", name,
-           "\"");
-  using Kind = batchnorm::Activation::Kind;
-  return name.empty() ? Kind::kNone : name == "Relu" ? Kind::kRelu : name == "Clip" ? Kind::kClip : Kind::kSilu;
+  ET_CHECK(name.empty() || name == "Relu" || name == "Clip", ErrorCode::kInvalidArgument, node.Describe(),
+           ": attribute activation must be \"\", \"Relu\" or \"Clip\", got \"", name, "\"");
+  return name.empty() ? batchnorm::Activation::Kind::kNone
+                      : name == "Relu" ? batchnorm::Activation::Kind::kRelu : batchnorm::Activation::Kind::kClip;
 }
 
 void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind activation_kind) {
@@ -833,62 +785,14 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
 
 namespace {
 
-// ai.edgetrain.ChannelAffineSiluGrad(dY, X, affine) -> dV = SiluGrad(dY, V), V = ChannelAffine(X, affine): the
-// gradient of a recomputed BatchNormalization's SiLU, V computed as ChannelAffine computes it and never stored. Made
-// only inside sessions (FuseSiluIntoChannelAffine).
-void ChannelAffineSiluGradKernel(KernelContext& ctx) {
-  const Node& node = ctx.node();
-  const Tensor& dy = ctx.Input(0);
-  const Tensor& x = ctx.Input(1);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
-  ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
-           ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
-           DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
-  const Tensor& affine = ctx.Input(2);
-  CheckAffineMap(node, affine, x);
-  const int64_t batch = x.dim(0), channels = x.dim(1), spatial = DimProduct(x.shape(), 2, x.rank());
-  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* dyp = dy.data<T>();
-    const T* xp = x.data<T>();
-    const T* ap = affine.data<T>();
-    T* dxp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
-    if constexpr (std::is_same_v<T, float>) {
-      if (UseFastBatchNorm(x, batch * spatial)) {
-        batchnorm::AffineSiluGrad(ctx.threads(), batchnorm::BestIsa(), dyp, xp, dxp, batch, channels, spatial, ap);
-        return;
-      }
-    }
-    const size_t n = static_cast<size_t>(channels);
-    NodeScratch<double> scratch(ctx, 2 * n);
-    const std::span<double> multiplier = scratch.Take(n), offset = scratch.Take(n);
-    for (int64_t c = 0; c < channels; ++c) {
-      multiplier[c] = static_cast<double>(ap[c]);
-      offset[c] = static_cast<double>(ap[channels + c]);
-    }
-    ApplyChannelAffine<T>(ctx, xp, dxp, batch, channels, spatial, multiplier, offset);  // V, as ChannelAffine's
-    ctx.threads().ParallelFor(x.numel(), 16384, [&](int64_t begin, int64_t end) {
-      if constexpr (std::is_same_v<T, float>) {
-        SiluGradFloat(dyp + begin, dxp + begin, dxp + begin, end - begin);
-      } else {
-        for (int64_t i = begin; i < end; ++i) {
-          const T v = dxp[i], s = Sigmoid(v);
-          dxp[i] = dyp[i] * (s * (T(1) + v * (T(1) - s)));
-        }
-      }
-    });
-  });
-}
-
 // ai.edgetrain.BatchNormalizationActivationGrad(dY, X, scale, affine[, min, max]; epsilon, activation) ->
 // (dX, dScale, dBias): BatchNormalizationGrad of ReluGrad or ClipGrad of dY, the activation's mask taken from X and
 // the map its BatchNormalization applied (output 5) instead of from its output. Made only inside sessions
 // (FuseActivationGradIntoBatchNormGrad).
 void BatchNormalizationActivationGradKernel(KernelContext& ctx) {
   const batchnorm::Activation::Kind kind = ActivationAttribute(ctx.node());
-  ET_CHECK(kind == batchnorm::Activation::Kind::kRelu || kind == batchnorm::Activation::Kind::kClip,
-           ErrorCode::kInvalidArgument, ctx.node().Describe(), ": attribute activation must be \"Relu\" or \"Clip\"");
+  ET_CHECK(kind != batchnorm::Activation::Kind::kNone, ErrorCode::kInvalidArgument, ctx.node().Describe(),
+           ": attribute activation must be \"Relu\" or \"Clip\"");
   BatchNormalizationBackwardGated(ctx, false, kind);
 }
 
@@ -995,12 +899,9 @@ void BatchNormalizationGradient(GradientContext& g) {
   }
 }
 
-// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip / BatchNormalizationSilu in standard ops:
-// BatchNormalization, then Relu, Clip(Y, min, max) or Y * Sigmoid(Y) on its Y. Sessions fuse the pairs (ir/passes.hpp
-// FuseBatchNormActivation).
-std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const std::string& name,
-                                                                        batchnorm::Activation::Kind kind) {
-  const bool clip = kind == batchnorm::Activation::Kind::kClip;
+// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip in standard ops: BatchNormalization, then Relu or
+// Clip(Y, min, max) on its Y. Sessions fuse the pairs (ir/passes.hpp FuseBatchNormActivation).
+std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const std::string& name, bool clip) {
   std::vector<std::string> inputs = {"X", "scale", "B", "input_mean", "input_var"};
   if (clip) inputs.insert(inputs.end(), {"min", "max"});
   FunctionBuilder f(name, inputs, {"Y", "running_mean", "running_var"}, {"epsilon", "momentum", "training_mode"});
@@ -1010,14 +911,10 @@ std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const st
              {{"epsilon", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")},
               {"momentum", Attribute::Ref(Attribute::Kind::kFloat, "momentum")},
               {"training_mode", Attribute::Ref(Attribute::Kind::kInt, "training_mode")}});
-  if (clip) {
+  if (clip)
     f.Op("Clip", {normalized, "min", "max"}, "Y");
-  } else if (kind == batchnorm::Activation::Kind::kSilu) {
-    f.Op("Sigmoid", {normalized}, "sigmoid");
-    f.Op("Mul", {normalized, "sigmoid"}, "Y");
-  } else {
+  else
     f.Op("Relu", {normalized}, "Y");
-  }
   return f.Build();
 }
 
@@ -1030,17 +927,12 @@ void RegisterBatchNormalization(OpRegistry& r) {
   WithAttributes<BatchNormAttributes>(RegisterFused(
       r, "BatchNormalizationRelu",
       [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kRelu); },
-      BatchNormalizationActivationFunction("BatchNormalizationRelu", batchnorm::Activation::Kind::kRelu)));
+      BatchNormalizationActivationFunction("BatchNormalizationRelu", false)));
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationClip")
   WithAttributes<BatchNormAttributes>(RegisterFused(
       r, "BatchNormalizationClip",
       [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kClip); },
-      BatchNormalizationActivationFunction("BatchNormalizationClip", batchnorm::Activation::Kind::kClip)));
-  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationSilu")
-  WithAttributes<BatchNormAttributes>(RegisterFused(
-      r, "BatchNormalizationSilu",
-      [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kSilu); },
-      BatchNormalizationActivationFunction("BatchNormalizationSilu", batchnorm::Activation::Kind::kSilu)));
+      BatchNormalizationActivationFunction("BatchNormalizationClip", true)));
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad")
   RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel,
                 ET_TRAINING_BODY(BatchNormalizationGradFunction()));
@@ -1048,8 +940,6 @@ void RegisterBatchNormalization(OpRegistry& r) {
   // no standard-ops body to export.
   ET_IF_BUILT("ai.edgetrain", "ChannelAffine")
   RegisterFused(r, "ChannelAffine", ChannelAffineKernel, nullptr);
-  ET_IF_BUILT("ai.edgetrain", "ChannelAffineSiluGrad")
-  RegisterFused(r, "ChannelAffineSiluGrad", ChannelAffineSiluGradKernel, nullptr);
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationActivationGrad")
   WithAttributes<BatchNormAttributes>(
       RegisterFused(r, "BatchNormalizationActivationGrad", BatchNormalizationActivationGradKernel, nullptr));

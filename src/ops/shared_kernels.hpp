@@ -20,11 +20,6 @@ namespace edgetrain {
 // ---- activation.cpp: (dY, Y) -> dX ----
 void ReluGradKernel(KernelContext& ctx);     // dY where Y > 0 (X > 0 gives the same), else 0
 void SigmoidGradKernel(KernelContext& ctx);  // dY * Y * (1 - Y)
-// ai.edgetrain.Silu's and SiluGrad's float32 element functions, as their kernels run them (AVX2 exp with the direct
-// kernels, else the scalar one), each element's bits independent of where the range starts: y = x * Sigmoid(x)
-// (y may be x) and dx = dy * s * (1 + x * (1 - s)), s = Sigmoid(x) (dx may be dy or x).
-void SiluFloat(const float* x, float* y, int64_t n);
-void SiluGradFloat(const float* dy, const float* x, float* dx, int64_t n);
 void TanhGradKernel(KernelContext& ctx);     // dY * (1 - Y^2)
 
 // ---- elementwise.cpp ----

@@ -897,10 +897,8 @@ Session::Session(Model model, SessionOptions options)
     if (ops.Find(kEdgetrainDomain, "Silu", 1)) FuseSilu(model_.graph);
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationRelu", 1) &&
         ops.Find(kEdgetrainDomain, "BatchNormalizationClip", 1))
-      FuseBatchNormActivation(model_.graph, ops.Find(kEdgetrainDomain, "BatchNormalizationSilu", 1) != nullptr);
+      FuseBatchNormActivation(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) ShareBatchNormAffine(model_.graph);
-    if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1) && ops.Find(kEdgetrainDomain, "ChannelAffineSiluGrad", 1))
-      FuseSiluIntoChannelAffine(model_.graph);
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1))
       FuseActivationGradIntoBatchNormGrad(model_.graph);
   }
