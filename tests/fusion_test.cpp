@@ -706,6 +706,12 @@ TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
     EXPECT_ERROR(Session(model({2, 4}, "")).Run(feeds), ErrorCode::kInvalidArgument, "got float32 [2, 4]");
     EXPECT_ERROR(Session(model({2, 3}, "Tanh")).Run(feeds), ErrorCode::kInvalidArgument,
                  "attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Tanh\"");
+    ModelBuilder rank1({3});
+    rank1.model.opsets[kEdgetrainDomain] = 1;
+    rank1.Add("ChannelAffine", {"x", rank1.Initializer("affine", {2, 3})}, {"y"}).domain = kEdgetrainDomain;
+    rank1.Output("y");
+    EXPECT_ERROR(Session(rank1.model).Run({{"x", RandomFloats({3}, 65)}}), ErrorCode::kInvalidArgument,
+                 "(ai.edgetrain.ChannelAffine): input X must have rank >= 2, got shape [3]");
   }
 }
 
