@@ -44,10 +44,20 @@ Tensor Random(const Shape& shape, uint32_t seed, float low = -1, float high = 1)
   return t;
 }
 
-enum class Backbone { kEvalBatchNorm, kTrainingBatchNorm, kDropout };
+enum class Backbone {
+  kEvalBatchNorm,
+  kTrainingBatchNorm,
+  kDropout,
+  kAttention,               // a vision transformer's shapes, computed from the batch as PyTorch exports them
+  kAttentionMixingSamples,  // the same, plus a Reshape and Softmax that mix the samples
+  kAttentionUnknownImage,   // the same, its input declaring no image size
+};
+
+std::string WriteAttentionModel(const fs::path& dir, Backbone backbone);
 
 // x [N,3,6,6] -> Conv-BN-Relu -> Conv-BN-Clip (ReLU6) [-> Dropout] -> GlobalAveragePool -> Flatten -> Gemm head.
 std::string WriteModel(const fs::path& dir, Backbone backbone) {
+  if (backbone >= Backbone::kAttention) return WriteAttentionModel(dir, backbone);
   Model m;
   m.source = "frozen prefix test";
   m.ir_version = 8;
@@ -108,6 +118,85 @@ std::string WriteModel(const fs::path& dir, Backbone backbone) {
   node("Flatten", {"pool"}, {"flat"});
   node("Gemm", {"flat", init("head.w", {kClasses, kChannels}), init("head.b", {kClasses})}, {"output"},
        {{"transB", Attribute::Int(1)}});
+  g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
+  const std::string path = (dir / "model.onnx").string();
+  SaveModel(m, path);
+  return path;
+}
+
+// A one-block vision transformer whose Reshape and Expand shapes are computed from Shape(x) at run time:
+// 3x3 patches -> [N,4,8] tokens, an expanded class token, LayerNorm, two-head self-attention in the
+// [length, batch x heads, head] layout of PyTorch's MultiheadAttention export, residual, the class token's
+// features -> Gemm head.
+std::string WriteAttentionModel(const fs::path& dir, Backbone backbone) {
+  constexpr int64_t kWidth = kChannels, kTokens = 5, kHeads = 2, kHead = kWidth / kHeads;
+  Model m;
+  m.source = "frozen prefix attention test";
+  m.ir_version = 8;
+  m.opsets = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 3, kImage, kImage}));
+  if (backbone == Backbone::kAttentionUnknownImage) g.inputs[0].shape[2] = g.inputs[0].shape[3] = Dim{-1, "side"};
+  uint32_t seed = 11;
+  auto init = [&](const std::string& name, const Shape& shape, float low = -0.5f, float high = 0.5f) {
+    g.initializers[name] = Random(shape, seed++, low, high);
+    return name;
+  };
+  auto ints = [&](const std::string& name, const std::vector<int64_t>& values) {
+    g.initializers[name] = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
+    return name;
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> in, AttributeMap attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {n.name};
+    n.attributes = std::move(attrs);
+    g.nodes.push_back(n);
+    return n.name;
+  };
+  auto perm = [](std::vector<int64_t> p) { return AttributeMap{{"perm", Attribute::Ints(std::move(p))}}; };
+  const AttributeMap axis0 = {{"axis", Attribute::Int(0)}};
+  g.initializers["zero"] = Tensor::Scalar<int64_t>(0);
+  const std::string n = node("Unsqueeze", {node("Gather", {node("Shape", {"x"}), "zero"}, axis0), ints("axes0", {0})});
+  const std::string patches = node("Conv", {"x", init("patch.w", {kWidth, 3, 3, 3}), init("patch.b", {kWidth})},
+                                   {{"strides", Attribute::Ints({3, 3})}});
+  const std::string grid = node("Reshape", {patches, node("Concat", {n, ints("width", {kWidth}), ints("minus1", {-1})}, axis0)});
+  const std::string tokens = node("Transpose", {grid}, perm({0, 2, 1}));
+  const std::string cls = node("Expand", {init("cls", {1, 1, kWidth}), node("Concat", {n, ints("one", {1}), "one"}, axis0)});
+  const std::string seq = node("Add", {node("Concat", {cls, tokens}, {{"axis", Attribute::Int(1)}}),
+                                       init("pos", {1, kTokens, kWidth})});
+  const std::string norm = node("LayerNormalization", {seq, init("ln.g", {kWidth}, 0.5f, 1.5f), init("ln.b", {kWidth})});
+  const std::string by_length = node("Transpose", {norm}, perm({1, 0, 2}));  // [5, N, 8]
+  const std::string heads_shape = node("Concat", {ints("tokens", {kTokens}), node("Mul", {n, ints("heads", {kHeads})}),
+                                                  ints("head", {kHead})}, axis0);
+  auto project = [&](const std::string& name) {  // [N x heads, 5, 4]
+    const std::string p = node("MatMul", {by_length, init(name, {kWidth, kWidth})});
+    return node("Transpose", {node("Reshape", {p, heads_shape})}, perm({1, 0, 2}));
+  };
+  const std::string q = project("wq"), k = project("wk"), v = project("wv");
+  const std::string scores = node("MatMul", {q, node("Transpose", {k}, perm({0, 2, 1}))});
+  const std::string context = node("MatMul", {node("Softmax", {scores}, {{"axis", Attribute::Int(-1)}}), v});
+  const std::string rows = node("Reshape", {node("Transpose", {context}, perm({1, 0, 2})),
+                                            node("Concat", {node("Mul", {ints("tokens1", {kTokens}), n}), "width"}, axis0)});
+  const std::string out = node("Gemm", {rows, init("wo", {kWidth, kWidth}), init("bo", {kWidth})},
+                               {{"transB", Attribute::Int(1)}});
+  const std::string back = node("Reshape", {out, node("Concat", {"tokens1", n, "width"}, axis0)});
+  std::string block = node("Add", {seq, node("Transpose", {back}, perm({1, 0, 2}))});
+  if (backbone == Backbone::kAttentionMixingSamples) {  // [N, 5, 8] -> [5, 8N], a softmax over 8N, and back
+    const std::string spread = node("Reshape", {block, node("Concat", {"tokens1", node("Mul", {n, "width"})}, axis0)});
+    block = node("Reshape", {node("Softmax", {spread}, {{"axis", Attribute::Int(1)}}),
+                             node("Concat", {n, "tokens1", "width"}, axis0)});
+  }
+  const std::string features = node("Gather", {block, "zero"}, {{"axis", Attribute::Int(1)}});
+  Node head;
+  head.name = "head";
+  head.op_type = "Gemm";
+  head.inputs = {features, init("head.w", {kClasses, kWidth}), init("head.b", {kClasses})};
+  head.outputs = {"output"};
+  head.attributes = {{"transB", Attribute::Int(1)}};
+  g.nodes.push_back(head);
   g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
   const std::string path = (dir / "model.onnx").string();
   SaveModel(m, path);
@@ -293,6 +382,40 @@ TEST(FrozenPrefix, BadOptions) {
   std::vector<Tensor> batch = Batch({0, 1});
   batch[0] = Tensor::Scalar<float>(1);  // no batch axis
   EXPECT_INVALID(cached.TrainStep(batch), "batch axis");
+}
+
+// A vision transformer's shapes computed from the batch (Shape -> Gather -> Concat -> Reshape, an
+// expanded class token, attention's batch x heads axis): the check follows them by running the prefix at
+// two batch sizes, and cached steps give the bits of uncached ones, at batch sizes other than the probes'.
+TEST(FrozenPrefix, AttentionWithShapesComputedFromTheBatch) {
+  const Artifacts a = Generate("attention", Backbone::kAttention);
+  TrainingSession plain = a.Open();
+  TrainingSession cached = a.Open(Cached());
+  const std::vector<std::vector<int64_t>> batches = {{0, 1, 2, 3}, {4, 5, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7},
+                                                     {8, 0, 5}, {9}, {9, 8, 1, 0, 7}};
+  for (const auto& batch : batches) EXPECT_EQ(Step(cached, batch), Step(plain, batch));
+  EXPECT_EQ(Parameters(cached), Parameters(plain));
+  const FrozenPrefixStats stats = cached.frozen_prefix_stats();
+  EXPECT_TRUE(stats.cache_enabled);
+  EXPECT_EQ(stats.boundary.size(), 1u);
+  EXPECT_EQ(stats.cached_samples, 10u);
+  EXPECT_EQ(stats.hits, 15u);  // 0-7 again, 0 and 5, then 9 8 1 0 7
+  EXPECT_EQ(stats.misses, 10u);
+}
+
+TEST(FrozenPrefix, RefusesAReshapeThatMixesTheSamples) {
+  const Artifacts a = Generate("attention_mixing", Backbone::kAttentionMixingSamples);
+  EXPECT_INVALID(a.Open(Cached()), "Reshape_");
+  EXPECT_INVALID(a.Open(Cached()), "does not keep each sample's elements on one axis");
+  TrainingSession plain = a.Open();
+  EXPECT_TRUE(std::isfinite(Step(plain, {0, 1, 2})));
+}
+
+TEST(FrozenPrefix, ShapesFromTheBatchNeedTheInputsOtherDims) {
+  const Artifacts a = Generate("attention_unknown_image", Backbone::kAttentionUnknownImage);
+  EXPECT_INVALID(a.Open(Cached()), "input 'x' declares no fixed shape beyond the batch axis");
+  TrainingSession plain = a.Open();
+  EXPECT_TRUE(std::isfinite(Step(plain, {0, 1, 2})));
 }
 
 // The C ABI: the option, its setter's bad values, the refusal, and the cache's counters.

@@ -1,13 +1,17 @@
 #include "training/frozen_prefix.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.hpp"
 #include "ir/passes.hpp"
 #include "ops/kernel.hpp"
+#include "runtime/session.hpp"
 
 namespace edgetrain {
 
@@ -240,7 +244,100 @@ struct Role {
   enum Kind { kStatic, kBatched, kShape } kind = kStatic;
   int64_t axis = 0;   // kBatched: the axis that indexes the samples
   int64_t rank = -1;  // kBatched: -1 when unknown
+  // kBatched: the axis holds outer x batch x inner entries (attention's batch x heads, a sequence's
+  // length x batch); sample n owns entries [n * inner, (n + 1) * inner) of each outer block.
+  int64_t inner = 1, outer = 1;
+  bool SameSamples(const Role& o) const { return axis == o.axis && inner == o.inner && outer == o.outer; }
+  Role Moved(int64_t new_axis, int64_t new_rank) const {
+    Role r = *this;
+    r.axis = new_axis, r.rank = new_rank;
+    return r;
+  }
 };
+
+// The shape of every value of the compiled prefix at one batch size, and the values computed from shapes
+// alone (Shape -> Gather -> Concat ...), from a run on zeros.
+struct ShapeProbe {
+  int64_t batch = 0;
+  std::unordered_map<std::string, Shape> shapes;
+  std::unordered_map<std::string, Tensor> shape_values;
+};
+
+ShapeProbe ProbeShapes(const Model& prefix, const std::vector<std::string>& inputs, int64_t batch) {
+  Model m = prefix;
+  Graph& g = m.graph;
+  g.outputs.clear();
+  std::vector<std::string> values, shape_values;
+  std::unordered_set<std::string> from_shapes;
+  for (size_t k : TopologicalOrder(g)) {
+    const Node& n = g.nodes[k];
+    bool shape = n.op_type == "Shape" || n.op_type == "Size";
+    if (!shape) {
+      for (const std::string& i : n.inputs) shape |= from_shapes.count(i) != 0;
+      for (const std::string& i : n.inputs)
+        if (!i.empty() && !from_shapes.count(i) && !g.IsInitializer(i)) shape = false;
+    }
+    for (const std::string& o : n.outputs) {
+      if (o.empty()) continue;
+      values.push_back(o);
+      if (shape) from_shapes.insert(o), shape_values.push_back(o);
+    }
+  }
+  for (const std::string& v : values) {
+    Node shape;
+    shape.name = v + "/probed_shape";
+    shape.op_type = "Shape";
+    shape.inputs = {v};
+    shape.outputs = {shape.name};
+    g.nodes.push_back(std::move(shape));
+    ValueInfo out;
+    out.name = v + "/probed_shape";
+    g.outputs.push_back(out);
+  }
+  for (const std::string& v : shape_values) {
+    ValueInfo out;
+    out.name = v;
+    g.outputs.push_back(out);
+  }
+  std::map<std::string, Tensor> feeds;
+  for (const std::string& name : inputs) {
+    const ValueInfo* info = g.FindValueInfo(name);
+    bool known = info && info->has_shape && !info->shape.empty() && !info->is_sequence;
+    Shape shape;
+    for (size_t k = 0; known && k < info->shape.size(); ++k) {
+      known = k == 0 || info->shape[k].known();
+      shape.push_back(k == 0 ? batch : info->shape[k].value);
+    }
+    ET_CHECK(known, ErrorCode::kInvalidArgument, "cache_frozen_prefix: the frozen prefix computes shapes from the ",
+             "batch, and edgetrain follows them by running it at two batch sizes, but its input '", name,
+             "' declares no fixed shape beyond the batch axis (", info ? DimsToString(*info) : "no type", ")");
+    feeds[name] = Tensor::Zeros(info->dtype, shape);
+  }
+  Session session(std::move(m));
+  std::vector<Tensor> shapes = session.Run(feeds);
+  ShapeProbe probe{batch, {}, {}};
+  for (size_t k = 0; k < values.size(); ++k) probe.shapes[values[k]] = shapes[k].ToInt64Vector();
+  for (size_t k = 0; k < shape_values.size(); ++k) probe.shape_values[shape_values[k]] = shapes[values.size() + k];
+  return probe;
+}
+
+// A batch reshaped from `s` to `t` (row-major, the same elements): the samples stay apart when each
+// one's elements fall in one index range of a single axis of `t`.
+std::optional<Role> Reshaped(const Role& in, const Shape& s, const Shape& t, int64_t batch) {
+  const auto a = static_cast<size_t>(in.axis);
+  if (a >= s.size() || s[a] != in.outer * batch * in.inner) return std::nullopt;
+  int64_t stride = in.inner;  // elements from one sample to the next
+  for (size_t k = a + 1; k < s.size(); ++k) stride *= s[k];
+  int64_t below = 1;  // elements per step of axis k
+  for (size_t k = t.size(); k-- > 0; below *= t[k]) {
+    if (below > stride || stride >= below * t[k]) continue;
+    const int64_t inner = stride / below;
+    if (stride % below != 0 || t[k] % (inner * batch) != 0) return std::nullopt;
+    return Role{Role::kBatched, static_cast<int64_t>(k), static_cast<int64_t>(t.size()), inner,
+                t[k] / (inner * batch)};
+  }
+  return std::nullopt;
+}
 
 const std::set<std::string, std::less<>> kUnary = {
     "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal",
@@ -261,7 +358,7 @@ const std::set<std::string, std::less<>> kReductions = {
 
 class PerSampleCheck {
  public:
-  explicit PerSampleCheck(const Graph& g) : g_(g) {}
+  PerSampleCheck(const Graph& g, std::vector<ShapeProbe> probes) : g_(g), probes_(std::move(probes)) {}
 
   void Input(const std::string& name, int64_t rank) { roles_[name] = {Role::kBatched, 0, rank}; }
 
@@ -275,6 +372,8 @@ class PerSampleCheck {
     Role out;
     if (n.op_type == "Shape" || n.op_type == "Size") {
       out.kind = batched || shape ? Role::kShape : Role::kStatic;
+    } else if (n.op_type == "Expand" && !batched && shape && Static(n.inputs[0])) {
+      out = ExpandedConstant(n);
     } else if (!batched) {
       out.kind = shape ? Role::kShape : Role::kStatic;
     } else {
@@ -300,9 +399,22 @@ class PerSampleCheck {
          " in the frozen prefix keeps the samples of the batch apart (", why,
          "); the prefix's outputs cannot be cached per sample");
   }
+  // A constant: an initializer, or a value computed from shapes that is the same at every probed batch size
+  // (a feature dimension's size, not the batch's).
   const Tensor* Static(const std::string& name) const {
-    auto it = g_.initializers.find(name);
-    return it == g_.initializers.end() ? nullptr : &it->second;
+    if (auto it = g_.initializers.find(name); it != g_.initializers.end()) return &it->second;
+    if (probes_.empty() || Of(name).kind != Role::kShape) return nullptr;
+    const Tensor* first = nullptr;
+    for (const ShapeProbe& p : probes_) {
+      auto it = p.shape_values.find(name);
+      if (it == p.shape_values.end()) return nullptr;
+      const Tensor& t = it->second;
+      if (first && (t.dtype() != first->dtype() || t.shape() != first->shape() ||
+                    std::memcmp(t.raw(), first->raw(), t.nbytes()) != 0))
+        return nullptr;
+      first = &t;
+    }
+    return first;
   }
   std::vector<int64_t> StaticInts(const Node& n, size_t input, const char* what) const {
     const Tensor* t = input < n.inputs.size() ? Static(n.inputs[input]) : nullptr;
@@ -322,7 +434,7 @@ class PerSampleCheck {
   }
   void OthersStatic(const Node& n, size_t from) const {
     for (size_t k = from; k < n.inputs.size(); ++k)
-      if (!n.inputs[k].empty() && Of(n.inputs[k]).kind != Role::kStatic)
+      if (!n.inputs[k].empty() && Of(n.inputs[k]).kind != Role::kStatic && !Static(n.inputs[k]))
         CannotTell(n, "input " + std::to_string(k) + " is computed from the batch");
   }
 
@@ -352,7 +464,7 @@ class PerSampleCheck {
         if (k == a) Refuse(n, "reduces over the batch axis");
         if (k < a && n.GetInt("keepdims", 1) == 0) --new_axis;
       }
-      return {Role::kBatched, new_axis, n.GetInt("keepdims", 1) ? rank : (rank < 0 ? -1 : rank - int64_t(axes.size()))};
+      return in.Moved(new_axis, n.GetInt("keepdims", 1) ? rank : (rank < 0 ? -1 : rank - int64_t(axes.size())));
     }
     if (kUnary.count(op)) {
       if (Of(n.inputs[0]).kind != Role::kBatched) CannotTell(n, "a per-element parameter is computed from the batch");
@@ -364,12 +476,12 @@ class PerSampleCheck {
       for (const std::string& i : n.inputs) {
         const Role r = Of(i);
         if (r.kind == Role::kBatched) {
-          if (r.axis != a || (r.rank >= 0 && rank >= 0 && r.rank != rank))
+          if (!r.SameSamples(in) || (r.rank >= 0 && rank >= 0 && r.rank != rank))
             CannotTell(n, "its inputs hold the samples on different axes");
           continue;
         }
-        if (r.kind == Role::kShape) CannotTell(n, "an input is computed from the batch's shape");
         const Tensor* t = Static(i);
+        if (r.kind == Role::kShape && !t) CannotTell(n, "an input is computed from the batch's shape");
         if (!t) CannotTell(n, "an input is neither constant nor a batch");
         if (t->numel() == 1) continue;
         const int64_t r_static = static_cast<int64_t>(t->rank());
@@ -380,7 +492,7 @@ class PerSampleCheck {
           Refuse(n, "pairs each sample with a different slice of a constant (broadcast along the batch axis)");
         out_rank = std::max(out_rank, r_static);
       }
-      return {Role::kBatched, a, out_rank};
+      return in.Moved(a, out_rank);
     }
     if (kSpatial.count(op)) {
       if (Of(n.inputs[0]).kind != Role::kBatched || a != 0) CannotTell(n, "the samples are not on axis 0 of its input");
@@ -396,7 +508,7 @@ class PerSampleCheck {
         if (!c) CannotTell(n, "C is not a constant");
         if (c->rank() == 2 && c->dim(0) != 1) Refuse(n, "adds a different row of C to each sample");
       }
-      return {Role::kBatched, 0, 2};
+      return in.Moved(0, 2);
     }
     if (op == "MatMul") {
       const Role ra = Of(n.inputs[0]), rb = Of(n.inputs[1]);
@@ -412,7 +524,7 @@ class PerSampleCheck {
         }
         return ra;
       }
-      if (ra.kind == Role::kBatched && rb.kind == Role::kBatched && ra.axis == rb.axis && ra.rank == rb.rank &&
+      if (ra.kind == Role::kBatched && rb.kind == Role::kBatched && ra.SameSamples(rb) && ra.rank == rb.rank &&
           ra.rank >= 3 && ra.axis < ra.rank - 2)
         return ra;
       CannotTell(n, "a batched matrix product whose batch axis edgetrain does not follow");
@@ -421,24 +533,38 @@ class PerSampleCheck {
       const int64_t k = Norm(n, n.GetInt("axis", 1), rank);
       if (a != 0) CannotTell(n, "the samples are not on axis 0");
       if (k == 0) Refuse(n, "flattens the batch axis into the features");
-      return {Role::kBatched, 0, 2};
+      return in.Moved(0, 2);
     }
     if (op == "Reshape") {
-      if (Of(n.inputs[0]).kind != Role::kBatched || a != 0) CannotTell(n, "the samples are not on axis 0");
-      std::vector<int64_t> shape = StaticInts(n, 1, "shape");
-      if (shape.empty() || shape[0] != 0 || n.GetInt("allowzero", 0) != 0)
-        CannotTell(n, "its shape does not keep dimension 0 (0 in the shape's first entry)");
-      return {Role::kBatched, 0, static_cast<int64_t>(shape.size())};
+      if (Of(n.inputs[0]).kind != Role::kBatched) CannotTell(n, "its shape is computed from the batch");
+      if (const Tensor* shape = Static(n.inputs[1]); shape && a == 0) {
+        const std::vector<int64_t> dims = shape->ToInt64Vector();
+        if (!dims.empty() && dims[0] == 0 && n.GetInt("allowzero", 0) == 0)
+          return in.Moved(0, static_cast<int64_t>(dims.size()));  // keeps dimension 0
+      }
+      const std::vector<Shape> from = Probed(n, n.inputs[0], "its shape is not a constant that keeps dimension 0");
+      const std::vector<Shape> to = Probed(n, n.outputs[0], "");
+      return Agreed(n, [&](size_t p) { return Reshaped(in, from[p], to[p], probes_[p].batch); });
+    }
+    if (op == "Expand") {
+      if (Of(n.inputs[0]).kind != Role::kBatched) CannotTell(n, "its shape is computed from the batch");
+      const std::vector<Shape> from = Probed(n, n.inputs[0], "its shape is not known at every batch size");
+      const std::vector<Shape> to = Probed(n, n.outputs[0], "");
+      return Agreed(n, [&](size_t p) -> std::optional<Role> {
+        const int64_t axis = a + static_cast<int64_t>(to[p].size() - from[p].size());
+        if (axis < 0 || to[p][static_cast<size_t>(axis)] != from[p][static_cast<size_t>(a)]) return std::nullopt;
+        return in.Moved(axis, static_cast<int64_t>(to[p].size()));
+      });
     }
     if (op == "Transpose") {
       std::vector<int64_t> perm;
       for (int64_t x : n.GetInts("perm")) perm.push_back(x);
       if (perm.empty()) {
         if (rank < 0) CannotTell(n, "no perm and an unknown rank");
-        return {Role::kBatched, rank - 1 - a, rank};
+        return in.Moved(rank - 1 - a, rank);
       }
       for (size_t j = 0; j < perm.size(); ++j)
-        if (perm[j] == a) return {Role::kBatched, static_cast<int64_t>(j), static_cast<int64_t>(perm.size())};
+        if (perm[j] == a) return in.Moved(static_cast<int64_t>(j), static_cast<int64_t>(perm.size()));
       CannotTell(n, "its perm does not name the batch axis");
     }
     if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
@@ -457,7 +583,8 @@ class PerSampleCheck {
       const int64_t k = Norm(n, n.GetInt("axis", 0), rank);
       if (k == a) Refuse(n, "concatenates along the batch axis");
       for (const std::string& i : n.inputs)
-        if (Of(i).kind != Role::kBatched || Of(i).axis != a) CannotTell(n, "an input is not a batch on the same axis");
+        if (Of(i).kind != Role::kBatched || !Of(i).SameSamples(in))
+          CannotTell(n, "an input is not a batch on the same axis");
       return in;
     }
     if (op == "Split") {
@@ -482,15 +609,15 @@ class PerSampleCheck {
       const Role data = Of(n.inputs[0]), idx = Of(n.inputs[1]);
       const int64_t k = n.GetInt("axis", 0);
       const Tensor* indices = Static(n.inputs[1]);
-      if (data.kind == Role::kBatched && idx.kind == Role::kStatic && indices) {
+      if (data.kind == Role::kBatched && idx.kind != Role::kBatched && indices) {
         const int64_t kk = Norm(n, k, rank);
         if (kk == a) Refuse(n, "selects along the batch axis");
         const int64_t r_idx = static_cast<int64_t>(indices->rank());
-        return {Role::kBatched, kk > a ? a : a + r_idx - 1, rank < 0 ? -1 : rank + r_idx - 1};
+        return data.Moved(kk > a ? a : a + r_idx - 1, rank < 0 ? -1 : rank + r_idx - 1);
       }
       if (data.kind == Role::kStatic && idx.kind == Role::kBatched && Static(n.inputs[0])) {
         const int64_t kk = Norm(n, k, static_cast<int64_t>(Static(n.inputs[0])->rank()));
-        return {Role::kBatched, kk + idx.axis, -1};
+        return idx.Moved(kk + idx.axis, -1);
       }
       CannotTell(n, "a gather whose batch axis edgetrain does not follow");
     }
@@ -519,7 +646,7 @@ class PerSampleCheck {
         for (int64_t k : norm)
           if (k <= new_axis) ++new_axis;
       }
-      return {Role::kBatched, new_axis, out_rank};
+      return in.Moved(new_axis, out_rank);
     }
     if (op == "Pad") {
       std::vector<int64_t> pads = StaticInts(n, 1, "pads");
@@ -537,14 +664,57 @@ class PerSampleCheck {
     CannotTell(n, "no per-sample rule for " + op);
   }
 
+  // Probed shapes of `value` at each probe's batch size (fails without probes).
+  std::vector<Shape> Probed(const Node& n, const std::string& value, const char* why) const {
+    if (probes_.empty()) CannotTell(n, why);
+    std::vector<Shape> shapes;
+    for (const ShapeProbe& p : probes_) {
+      auto it = p.shapes.find(value);
+      ET_CHECK(it != p.shapes.end(), ErrorCode::kInternal, "cache_frozen_prefix: no probed shape for '", value, "'");
+      shapes.push_back(it->second);
+    }
+    return shapes;
+  }
+  // The role every probe agrees on, or CannotTell.
+  Role Agreed(const Node& n, const std::function<std::optional<Role>(size_t)>& at) const {
+    std::optional<Role> role;
+    for (size_t p = 0; p < probes_.size(); ++p) {
+      const std::optional<Role> r = at(p);
+      if (!r || (role && (!role->SameSamples(*r) || role->rank != r->rank)))
+        CannotTell(n, "its output shape does not keep each sample's elements on one axis at every batch size");
+      role = r;
+    }
+    return *role;
+  }
+  // Expand of a constant to a shape computed from the batch: one copy per sample along the axis that grows
+  // with the batch.
+  Role ExpandedConstant(const Node& n) const {
+    const std::vector<Shape> shapes = Probed(n, n.outputs[0], "it expands a constant to a shape computed from the batch");
+    bool grows = false;
+    for (size_t k = 0; k < shapes[0].size(); ++k) grows |= shapes[0][k] != shapes[1][k];
+    if (!grows) return {Role::kShape};
+    return Agreed(n, [&](size_t p) -> std::optional<Role> {
+      const Shape& t = shapes[p];
+      const int64_t b = probes_[p].batch;
+      std::optional<Role> r;
+      for (size_t k = 0; k < t.size(); ++k) {
+        if (shapes[0][k] == shapes[1][k]) continue;
+        if (r || t[k] % b != 0) return std::nullopt;
+        r = Role{Role::kBatched, static_cast<int64_t>(k), static_cast<int64_t>(t.size()), t[k] / b, 1};
+      }
+      return r;
+    });
+  }
+
   const Graph& g_;
+  std::vector<ShapeProbe> probes_;  // empty when the prefix computes no shape from the batch
   std::unordered_map<std::string, Role> roles_;
 };
 
 }  // namespace
 
 void CheckPrefixPerSample(const Model& training, const std::set<std::string>& caller,
-                          const std::set<std::string>& not_trained, const Graph& compiled_prefix,
+                          const std::set<std::string>& not_trained, const Model& compiled_prefix,
                           const std::vector<std::string>& prefix_inputs, const std::vector<std::string>& boundary) {
   // The whole frozen part first (what the compiled prefix may have left out of itself: random nodes,
   // BatchNormalization updating its statistics).
@@ -569,17 +739,27 @@ void CheckPrefixPerSample(const Model& training, const std::set<std::string>& ca
            IsDropout(n) ? " with a nonzero ratio in training mode" : "",
            "), so each step gives a sample a different result; its outputs cannot be cached");
   }
-  PerSampleCheck check(compiled_prefix);
+  // Shapes computed from the batch (Shape -> Gather -> Concat -> Reshape, as PyTorch exports a dynamic batch):
+  // followed by running the prefix at two batch sizes.
+  const Graph& prefix = compiled_prefix.graph;
+  bool computed_shapes = false;
+  for (const Node& n : prefix.nodes)
+    computed_shapes |= (n.op_type == "Reshape" || n.op_type == "Expand") && n.inputs.size() > 1 &&
+                       !prefix.IsInitializer(n.inputs[1]);
+  std::vector<ShapeProbe> probes;
+  if (computed_shapes)
+    for (int64_t batch : {2, 3}) probes.push_back(ProbeShapes(compiled_prefix, prefix_inputs, batch));
+  PerSampleCheck check(prefix, std::move(probes));
   for (const std::string& name : prefix_inputs) {
     int64_t rank = -1;
-    for (const ValueInfo& in : compiled_prefix.inputs)
+    for (const ValueInfo& in : prefix.inputs)
       if (in.name == name && in.has_shape) rank = static_cast<int64_t>(in.shape.size());
     check.Input(name, rank);
   }
-  for (size_t k : TopologicalOrder(compiled_prefix)) check.Visit(compiled_prefix.nodes[k]);
+  for (size_t k : TopologicalOrder(prefix)) check.Visit(prefix.nodes[k]);
   for (const std::string& b : boundary) {
     const Role r = check.Of(b);
-    ET_CHECK(r.kind == Role::kBatched && r.axis == 0, ErrorCode::kInvalidArgument, "cache_frozen_prefix: the frozen ",
+    ET_CHECK(r.kind == Role::kBatched && r.axis == 0 && r.inner == 1 && r.outer == 1, ErrorCode::kInvalidArgument, "cache_frozen_prefix: the frozen ",
              "prefix's output '", b, "' does not hold one row per sample on axis 0; its outputs cannot be cached per sample");
   }
 }

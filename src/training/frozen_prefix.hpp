@@ -32,9 +32,11 @@ std::optional<FrozenPrefixSplit> SplitFrozenPrefix(const Model& training, const 
 // random numbers. Throws kInvalidArgument naming the first node that mixes samples (BatchNormalization
 // in training mode, a reduction over the batch axis, Dropout with a nonzero ratio, ...) or whose effect on
 // the batch axis edgetrain cannot tell. `not_trained`: the fixed parameters and those the step only updates
-// (BatchNorm's running statistics), so that the whole frozen part is checked. `compiled_prefix` is the prefix as a session compiled it (folded).
+// (BatchNorm's running statistics), so that the whole frozen part is checked. `compiled_prefix` is the prefix
+// as a session compiled it (folded); where it computes shapes from the batch, it runs on zeros at batch sizes 2
+// and 3 to follow them.
 void CheckPrefixPerSample(const Model& training, const std::set<std::string>& caller,
-                          const std::set<std::string>& not_trained, const Graph& compiled_prefix,
+                          const std::set<std::string>& not_trained, const Model& compiled_prefix,
                           const std::vector<std::string>& prefix_inputs, const std::vector<std::string>& boundary);
 
 }  // namespace edgetrain

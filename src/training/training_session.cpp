@@ -852,7 +852,7 @@ TrainingSession::TrainingSession(CheckpointState state, const ModelSource& train
     if (options.cache_frozen_prefix) {
       std::set<std::string> not_trained = fixed;
       not_trained.insert(updated.begin(), updated.end());
-      CheckPrefixPerSample(training, caller, not_trained, s.prefix->model().graph, s.split->inputs, s.split->boundary);
+      CheckPrefixPerSample(training, caller, not_trained, s.prefix->model(), s.split->inputs, s.split->boundary);
       s.cache_enabled = true;
       s.cache.limit = static_cast<uint64_t>(options.frozen_prefix_cache_bytes);
     }
