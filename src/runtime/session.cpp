@@ -8,7 +8,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <unordered_set>
 #include <utility>
@@ -155,6 +160,42 @@ class StepContext final : public KernelContext {
   const Graph* graph_;            // the graph the node belongs to, for DeclaredOutput
   KeptState* state_;  // the node's kernel state, kept across runs
   RuntimeValue unrequested_;      // an unrequested output sequence, filled and dropped
+};
+
+// EDGETRAIN_PROFILE=1 (any value): wall time of every operator type over the process, printed to stderr
+// at exit, longest first. Nested runs (subgraphs) count in their node and on their own.
+class OperatorProfile {
+ public:
+  static OperatorProfile* Active() {
+    static OperatorProfile* profile = std::getenv("EDGETRAIN_PROFILE") ? new OperatorProfile : nullptr;
+    return profile;
+  }
+  void Add(const Node& node, double ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = by_operator_[node.domain.empty() ? node.op_type : node.domain + "." + node.op_type];
+    e.ms += ms;
+    ++e.calls;
+  }
+
+ private:
+  struct Entry {
+    double ms = 0;
+    uint64_t calls = 0;
+  };
+  OperatorProfile() { std::atexit([] { Active()->Print(); }); }
+  void Print() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<std::string, Entry>> rows(by_operator_.begin(), by_operator_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    for (const auto& [op, e] : rows) total += e.ms;
+    std::fprintf(stderr, "edgetrain profile: %.1f ms in operators\n", total);
+    for (const auto& [op, e] : rows)
+      std::fprintf(stderr, "  %10.1f ms %5.1f%% %8llu calls  %s\n", e.ms, total > 0 ? 100 * e.ms / total : 0.0,
+                   static_cast<unsigned long long>(e.calls), op.c_str());
+  }
+  std::mutex mutex_;
+  std::map<std::string, Entry> by_operator_;
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
@@ -337,7 +378,13 @@ class GraphExecutor {
       StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
                       step.memory, this, k, &graph_, &step.state);
       RejectStringInputs(*step.kernel, *step.node, step.input_values);
-      RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
+      if (OperatorProfile* profile = OperatorProfile::Active()) {
+        const auto start = std::chrono::steady_clock::now();
+        RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
+        profile->Add(*step.node, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      } else {
+        RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
+      }
       for (size_t s : step.release) {
         Clear(values_[s]);
         if (limit_ != 0) live_bytes_ -= std::exchange(live_by_slot_[s], 0);
