@@ -72,6 +72,40 @@ void AddConvTranspose(std::vector<OpCase>& rows, const std::string& name, const 
                              BackendCheck::kDnnlVsReference));
 }
 
+// ai.edgetrain.ChannelAffineConv (`grad`: ChannelAffineConvGrad) of a depthwise k x k convolution over X [N, C, H, W]:
+// a training BatchNormalization's map (a in [0.5, 1.5), b in [-1, 1)) and activation applied as X is read, Clip's
+// bounds -0.5 and 1.
+OneNode ChannelAffineConvNode(bool grad, const Shape& x, int64_t kernel, int64_t stride, const std::string& activation,
+                              bool bias) {
+  const int64_t c = x[1], pad = kernel / 2;
+  std::vector<double> map = RandomValues({c}, 41, 0.5, 1.5), shift = RandomValues({c}, 42);
+  map.insert(map.end(), shift.begin(), shift.end());
+  const Tensor input = RandomTensor(x, 43, -2.0, 2.0), w = RandomTensor({c, 1, kernel, kernel}, 44);
+  const AttributeMap attributes = {{"group", Attribute::Int(c)},
+                                   {"strides", Ints({stride, stride})},
+                                   {"pads", Ints({pad, pad, pad, pad})},
+                                   {"activation", Attribute::String(activation)}};
+  OneNode node;
+  node.domain = kEdgetrainDomain;
+  node.attributes = attributes;
+  if (grad) {
+    const Shape y = {x[0], c, (x[2] + 2 * pad - kernel) / stride + 1, (x[3] + 2 * pad - kernel) / stride + 1};
+    node.op = "ChannelAffineConvGrad";
+    node.inputs = {RandomTensor(y, 45), input, w};
+    node.outputs = {true, true, true};
+  } else {
+    node.op = "ChannelAffineConv";
+    node.inputs = {input, w, bias ? CaseInput(RandomTensor({c}, 46)) : CaseInput()};
+    node.outputs = {true};
+  }
+  node.inputs.push_back(Tensor::FromVector<double>(map, {2, c}));
+  if (activation == "Clip") {
+    node.inputs.push_back(Tensor::Scalar<double>(-0.5));
+    node.inputs.push_back(Tensor::Scalar<double>(1.0));
+  }
+  return node;
+}
+
 }  // namespace
 
 // oneDNN's convolutions against the reference kernels on the same float32 data: each output within 1e-4
@@ -184,6 +218,18 @@ std::vector<OpCase> ConvBackendCases() {
                  {false, true, true});
   AddConvFloat32(rows, "GradWithoutDW", {2, 3, 6, 7}, {7, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true,
                  {true, false, false});
+  // The map applied by the direct depthwise kernels (fast backend) and to a copy of X first (reference backend).
+  for (const auto& [name, x, kernel, stride, activation, bias] :
+       std::vector<std::tuple<std::string, Shape, int64_t, int64_t, std::string, bool>>{
+           {"ClipStride1", {2, 6, 9, 11}, 3, 1, "Clip", false},
+           {"ReluStride2Bias", {2, 8, 13, 20}, 3, 2, "Relu", true},
+           {"NoActivation5x5Stride2", {1, 5, 11, 9}, 5, 2, "", false},
+           {"ClipStride2WholeVectorRows", {2, 3, 6, 32}, 3, 2, "Clip", false}}) {
+    for (bool grad : {false, true})
+      rows.push_back(BackendCase((grad ? "Float32ChannelAffineConvGrad_" : "Float32ChannelAffineConv_") + name,
+                                 ChannelAffineConvNode(grad, x, kernel, stride, activation, bias),
+                                 BackendCheck::kFloat32VsFloat64));
+  }
   return rows;
 }
 

@@ -678,6 +678,104 @@ TEST_F(Fusion, ActivationGradientJoinsBatchNormGrad) {
   }
 }
 
+// A training BatchNormalization ("", "Relu" or "Clip" after it) feeding a grouped 3x3 Conv, and the backward that
+// generate-artifacts writes for it: the recomputed copy and ConvGrad of dZ at the copy's output. `y_read_elsewhere`
+// makes the normalized Y a graph output too, `copy_read_elsewhere` the copy's.
+ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride, int64_t group,
+                                  bool y_read_elsewhere = false, bool copy_read_elsewhere = false) {
+  const Shape x_shape = {2, 6, 9, 11};
+  ModelBuilder b(x_shape);
+  b.model.opsets[kEdgetrainDomain] = 1;
+  b.model.graph.inputs.push_back(
+      ValueInfoOf("dz", DataType::kFloat32, {2, 6, (9 - 1) / stride + 1, (11 - 1) / stride + 1}));
+  b.model.graph.initializers["low"] = Tensor::Scalar<float>(-0.25f);
+  b.model.graph.initializers["high"] = Tensor::Scalar<float>(0.5f);
+  const std::string scale = b.Initializer("scale", {6}, true), bias = b.Initializer("bias", {6});
+  auto bn = [&](const std::string& y, const std::string& mean, const std::string& var) {
+    b.Add("BatchNormalization", {"x", scale, bias, mean, var}, {y, y + ".running_mean", y + ".running_var"},
+          {{"training_mode", Attribute::Int(1)}});
+    if (activation.empty()) return y;
+    if (activation == "Relu") return b.Unary("Relu", y);
+    return b.Add("Clip", {y, "low", "high"}, {y + ".act"}).outputs[0];
+  };
+  const std::string y = bn("y", b.Initializer("mean", {6}), b.Initializer("var", {6}, true));
+  const AttributeMap conv = {{"group", Attribute::Int(group)},
+                             {"strides", Attribute::Ints({stride, stride})},
+                             {"pads", Attribute::Ints({1, 1, 1, 1})}};
+  const std::string w = b.Initializer("w", {6, 6 / group, 3, 3});
+  b.Add("Conv", {y, w}, {"z"}, conv);
+  b.Output("z");
+  b.Output("y.running_mean");
+  if (y_read_elsewhere) b.Output(y);
+  const std::string copy = bn("y_recomputed", b.Unary("Neg", scale), b.Unary("Abs", scale));
+  b.Add("ConvGrad", {"dz", copy, w}, {"dy", "dw", ""}, conv).domain = kEdgetrainDomain;
+  b.Output("dy");
+  b.Output("dw");
+  if (copy_read_elsewhere) b.Output(copy);
+  return b;
+}
+
+// A depthwise Conv and its ConvGrad read the normalized X through the forward's map, which the direct kernels apply as
+// they read each plane: Y and its recomputed copy are never stored, and the results are the same bits as unfused, on
+// both kernel backends. Not where something else reads Y or the copy, nor for an ungrouped Conv.
+TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
+  for (const std::string activation : {"", "Relu", "Clip"})
+    for (int64_t stride : {1, 2}) {
+      const std::string label = "activation '" + activation + "' stride " + std::to_string(stride);
+      const std::map<std::string, Tensor> feeds = {
+          {"x", RandomFloats({2, 6, 9, 11}, 58, -2.0, 2.0)},
+          {"dz", RandomFloats({2, 6, (9 - 1) / stride + 1, (11 - 1) / stride + 1}, 59)}};
+      const std::string bn = activation.empty() ? "BatchNormalization" : "BatchNormalization" + activation;
+      const Model model = BatchNormGroupedConv(activation, stride, 6).model;
+      ExpectFusion(model, feeds, bn + ",ChannelAffineConv,ChannelAffineConvGrad");
+      ExpectFusion(BatchNormGroupedConv(activation, stride, 3).model, feeds,
+                   bn + ",ChannelAffineConv,ChannelAffineConvGrad");  // grouped, not depthwise: X mapped first
+      ExpectFusion(BatchNormGroupedConv(activation, stride, 6, true).model, feeds,
+                   bn + ",Conv,ChannelAffineConvGrad");
+      ExpectFusion(BatchNormGroupedConv(activation, stride, 6, false, true).model, feeds,
+                   bn + ",ChannelAffineConv,ChannelAffine,ConvGrad");
+      ExpectFusion(BatchNormGroupedConv(activation, stride, 1).model, feeds, bn + ",Conv,ChannelAffine,ConvGrad");
+      for (KernelBackend backend : Backends()) {
+        SetKernelBackend(backend);
+        SessionOptions plain;
+        plain.fuse_operators = false;
+        const std::vector<Tensor> expected = Session(model, plain).Run(feeds), actual = Session(model).Run(feeds);
+        ASSERT_EQ(actual.size(), expected.size());
+        for (size_t k = 0; k < expected.size(); ++k)
+          EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << label << " output " << k;
+      }
+    }
+}
+
+// ChannelAffineConv and ChannelAffineConvGrad check their map and activation as ChannelAffine does.
+TEST_F(Fusion, ChannelAffineConvChecksItsMapAndActivation) {
+  auto model = [](bool grad, const Shape& affine_shape, const std::string& activation) {
+    ModelBuilder b({2, 3, 4, 4});
+    b.model.opsets[kEdgetrainDomain] = 1;
+    const std::string w = b.Initializer("w", {3, 1, 3, 3}), affine = b.Initializer("affine", affine_shape);
+    const AttributeMap attributes = {{"group", Attribute::Int(3)}, {"pads", Attribute::Ints({1, 1, 1, 1})}};
+    Node& n = grad ? b.Add("ChannelAffineConvGrad", {"x", "x", w, affine}, {"dx", "dw", ""}, attributes)
+                   : b.Add("ChannelAffineConv", {"x", w, "", affine}, {"dx"}, attributes);
+    n.domain = kEdgetrainDomain;
+    if (!activation.empty()) n.attributes["activation"] = Attribute::String(activation);
+    b.Output("dx");
+    return b.model;
+  };
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 3, 4, 4}, 60)}};
+  for (KernelBackend backend : Backends()) {
+    SetKernelBackend(backend);
+    for (bool grad : {false, true}) {
+      const std::string node = grad ? "node 'ChannelAffineConvGrad0' (ai.edgetrain.ChannelAffineConvGrad)"
+                                    : "node 'ChannelAffineConv0' (ai.edgetrain.ChannelAffineConv)";
+      EXPECT_EQ(Session(model(grad, {2, 3}, "Relu")).Run(feeds).at(0).shape(), (Shape{2, 3, 4, 4}));
+      EXPECT_ERROR(Session(model(grad, {3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
+                   node + ": input affine must be float32 [2, 3], got float32 [3]");
+      EXPECT_ERROR(Session(model(grad, {2, 3}, "Gelu")).Run(feeds), ErrorCode::kInvalidArgument,
+                   node + ": attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Gelu\"");
+    }
+  }
+}
+
 // ChannelAffine's map must be X's type and [2, C], its activation none, Relu or Clip: errors naming the node.
 TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
   auto model = [](const Shape& affine_shape, const std::string& activation) {

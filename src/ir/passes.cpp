@@ -333,6 +333,60 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
   return fused;
 }
 
+size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
+  Rewriter rewriter(graph);
+  size_t folded = 0;
+  auto grouped = [](const Node& n) { return n.GetInt("group", 1) > 1; };
+  for (Node& grad : graph.nodes) {
+    if (grad.domain != kEdgetrainDomain || grad.op_type != "ConvGrad" || grad.inputs.size() != 3 || !grouped(grad) ||
+        grad.inputs[1].empty() || rewriter.Reads(grad.inputs[1]) != 1)
+      continue;
+    const Node* affine = rewriter.Producer(grad.inputs[1]);
+    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
+        affine->inputs.size() < 2 || affine->outputs.size() != 1)
+      continue;
+    std::vector<std::string> inputs = {grad.inputs[0], affine->inputs[0], grad.inputs[2]};
+    inputs.insert(inputs.end(), affine->inputs.begin() + 1, affine->inputs.end());
+    for (size_t i = 1; i < inputs.size(); ++i)
+      if (i != 2 && !inputs[i].empty()) rewriter.AddRead(inputs[i]);
+    const std::string activation = affine->GetString("activation", "");
+    rewriter.DropRead(grad.inputs[1]);
+    rewriter.Remove(*affine);
+    grad.op_type = "ChannelAffineConvGrad";
+    grad.opset = 1;
+    grad.inputs = std::move(inputs);
+    if (!activation.empty()) grad.attributes["activation"] = Attribute::String(activation);
+    ++folded;
+  }
+  for (Node& conv : graph.nodes) {
+    if (!conv.domain.empty() || conv.op_type != "Conv" || conv.inputs.size() < 2 || conv.inputs.size() > 3 ||
+        conv.outputs.size() != 1 || !grouped(conv) || rewriter.Reads(conv.inputs[0]) != 1)
+      continue;
+    Node* bn = rewriter.Producer(conv.inputs[0]);
+    if (!bn || bn->outputs.size() < 6 || bn->outputs[5].empty() || bn->outputs[0] != conv.inputs[0]) continue;
+    const bool plain = bn->domain.empty() && bn->op_type == "BatchNormalization";
+    const bool relu = bn->domain == kEdgetrainDomain && bn->op_type == "BatchNormalizationRelu";
+    const bool clip = bn->domain == kEdgetrainDomain && bn->op_type == "BatchNormalizationClip";
+    if (!plain && !relu && !clip) continue;
+    std::vector<std::string> inputs = {bn->inputs[0], conv.inputs[1], conv.inputs.size() > 2 ? conv.inputs[2] : "",
+                                       bn->outputs[5]};
+    if (clip)
+      for (size_t i : {size_t{5}, size_t{6}}) inputs.push_back(i < bn->inputs.size() ? bn->inputs[i] : "");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i != 1 && i != 2 && !inputs[i].empty()) rewriter.AddRead(inputs[i]);
+    rewriter.DropRead(conv.inputs[0]);
+    bn->outputs[0].clear();  // the normalized tensor is never stored
+    conv.domain = kEdgetrainDomain;
+    conv.op_type = "ChannelAffineConv";
+    conv.opset = 1;
+    conv.inputs = std::move(inputs);
+    if (relu || clip) conv.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
+    ++folded;
+  }
+  rewriter.Finish();
+  return folded;
+}
+
 namespace {
 
 // The range [begin, end) of axis `axis` that a SliceGrad writes dY to, read from its constant inputs

@@ -69,6 +69,14 @@ size_t ShareBatchNormAffine(Graph& graph);
 // from X and the map, without a pass of its own. Returns the count.
 size_t FuseActivationGradIntoBatchNormGrad(Graph& graph);
 
+// Grouped convolutions (depthwise: the direct kernels) read a training BatchNormalization's output through its map:
+// ai.edgetrain ConvGrad(dY, ChannelAffine(X, affine[, min, max]), W), where only it reads the mapped X, becomes
+// ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]); Conv(Y, W[, B]), where Y is output 0 of a
+// BatchNormalization (or its Relu/Clip form) with the map output 5 and only the Conv reads Y, becomes
+// ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]) and Y is no longer computed. The kernels apply the
+// map as they read X. Returns the count.
+size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph);
+
 // Replaces Sum(SliceGrad(dY_1, ...), ..., SliceGrad(dY_n, ...)) by Concat(dY...) along the sliced axis when
 // the SliceGrads (ai.edgetrain or com.microsoft) take constant step-1 slices of one axis of one constant
 // shape that tile it without gaps or overlap, and nothing but the Sum reads them: the gradient of a tensor

@@ -23,6 +23,35 @@ struct Activation {
   float low = 0, high = 0;  // kClip's bounds
 };
 
+// y[i] = activation(x[i] * a + b) for i in [0, count) (x == y allowed): the element-wise arithmetic of
+// TrainingForward and ApplyAffine, inlined so that a fused pass compiled for the same ISA gives the same bits.
+inline __attribute__((always_inline)) void AffineRow(const float* x, float* y, int64_t count, float a, float b,
+                                                     Activation activation) {
+  switch (activation.kind) {
+    case Activation::Kind::kNone:
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) y[i] = x[i] * a + b;
+      break;
+    case Activation::Kind::kRelu:
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = x[i] * a + b;
+        y[i] = v > 0.0f ? v : 0.0f;
+      }
+      break;
+    case Activation::Kind::kClip: {
+      const float low = activation.low, high = activation.high;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = x[i] * a + b;
+        const float above = v < low ? low : v;  // std::max(v, low)
+        y[i] = high < above ? high : above;     // std::min(above, high)
+      }
+      break;
+    }
+  }
+}
+
 // Per channel c: the batch mean and population variance into mean[c], var[c], and
 // y = activation((x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]), computed as activation(x * a + b)
 // with float a and b; `affine`, when not null, receives a in [0, channels) and b in [channels, 2 * channels).

@@ -1309,6 +1309,14 @@ ConvGeometry CheckedConvGeometry(KernelContext& ctx) {
   return g;
 }
 
+// ChannelAffineConv's map of the input planes as the direct depthwise kernels read them: a and b per channel and the
+// activation (ai.edgetrain.ChannelAffine's), or none.
+struct PlaneMap {
+  const float* affine = nullptr;  // [2, C], null for the plain convolution
+  batchnorm::Activation activation;
+  bool Applies() const { return affine != nullptr; }
+};
+
 #if defined(__GNUC__)
 #define EDGETRAIN_DEPTHWISE_DIRECT 1
 // One input and one output channel per group, 2-D, no dilation.
@@ -1349,8 +1357,12 @@ struct PhaseColumns {
   }
 };
 
-void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* plane, float* phases) {
+// Inlined into each ISA's kernels, so that a map is applied with that ISA's arithmetic (batchnorm::AffineRow).
+inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p,
+                                                      const float* plane, float* phases, int64_t c = 0,
+                                                      const PlaneMap& map = {}) {
   const int64_t h = g.input[0], w = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
+  const float a = map.Applies() ? map.affine[c] : 1.0f, b = map.Applies() ? map.affine[g.in_channels + c] : 0.0f;
   for (int64_t q = 0; q < p.stride; ++q) {
     const PhaseColumns cols(p, q, left, w);
     for (int64_t r = 0; r < p.rows; ++r) {
@@ -1363,11 +1375,19 @@ void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* pl
       const float* from = plane + iy * w + q - left;
       std::fill(to, to + cols.first, 0.0f);
       if (p.stride == 1) {
-        std::copy(from + cols.first, from + cols.last, to + cols.first);
-      } else if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
-        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * 2];
+        if (map.Applies()) {
+          batchnorm::AffineRow(from + cols.first, to + cols.first, cols.last - cols.first, a, b, map.activation);
+        } else {
+          std::copy(from + cols.first, from + cols.last, to + cols.first);
+        }
       } else {
-        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
+        if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
+          for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * 2];
+        } else {
+          for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
+        }
+        if (map.Applies())
+          batchnorm::AffineRow(to + cols.first, to + cols.first, cols.last - cols.first, a, b, map.activation);
       }
       std::fill(to + cols.last, to + p.phase_w, 0.0f);
     }
@@ -1411,12 +1431,13 @@ void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* ph
 // Y plane of image n, channel c (then max(y, 0) when `relu`).
 __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c,
                                                                const float* x, const float* w, const float* b,
-                                                               float* y, bool relu, float* scratch) {
+                                                               float* y, bool relu, float* scratch,
+                                                               const PlaneMap& map) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
   float* row = scratch + p.PhaseFloats();
-  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
@@ -1489,14 +1510,15 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& 
 
 // dW of channel c over the batch; each output row's products are summed in float, the rows in double.
 __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x,
-                                                                 const float* dy, float* dw, float* scratch) {
+                                                                 const float* dy, float* dw, float* scratch,
+                                                                 const PlaneMap& map) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
-    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + p.Tap(i, j);
@@ -1522,12 +1544,12 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeome
 typedef double DepthwiseVD __attribute__((vector_size(32)));
 
 void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const float* x, const float* w, const float* b,
-                           float* y, bool relu, float* scratch) {
+                           float* y, bool relu, float* scratch, const PlaneMap& map) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
   float* row = scratch + p.PhaseFloats();
-  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
@@ -1581,14 +1603,14 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
 }
 
 void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, const float* dy, float* dw,
-                             float* scratch) {
+                             float* scratch, const PlaneMap& map) {
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
-    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + p.Tap(i, j);
@@ -1632,9 +1654,9 @@ bool UseDepthwiseDirect(const ConvGeometry& g) {
 }
 
 void DepthwiseForward(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* w, const float* b,
-                      float* y, bool relu) {
+                      float* y, bool relu, const PlaneMap& map = {}) {
   DepthwiseTasks(threads, g, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
-    DepthwiseForwardPlane(g, t / g.in_channels, t % g.in_channels, x, w, b, y, relu, scratch);
+    DepthwiseForwardPlane(g, t / g.in_channels, t % g.in_channels, x, w, b, y, relu, scratch, map);
   });
 }
 
@@ -1654,7 +1676,8 @@ void DepthwiseData(ThreadPool& threads, const ConvGeometry& g, const float* dy, 
     for (int64_t c = 0; c < g.in_channels; ++c)
       for (int64_t t = 0; t < taps; ++t) turned[c * taps + t] = w[c * taps + taps - 1 - t];
     DepthwiseTasks(threads, back, g.batch * g.in_channels, [&](int64_t t, float* scratch) {
-      DepthwiseForwardPlane(back, t / g.in_channels, t % g.in_channels, dy, turned.data(), nullptr, dx, false, scratch);
+      DepthwiseForwardPlane(back, t / g.in_channels, t % g.in_channels, dy, turned.data(), nullptr, dx, false, scratch,
+                            {});
     });
     return;
   }
@@ -1663,15 +1686,15 @@ void DepthwiseData(ThreadPool& threads, const ConvGeometry& g, const float* dy, 
   });
 }
 
-void DepthwiseWeights(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* dy, float* dw) {
+void DepthwiseWeights(ThreadPool& threads, const ConvGeometry& g, const float* x, const float* dy, float* dw,
+                      const PlaneMap& map = {}) {
   DepthwiseTasks(threads, g, g.in_channels,
-                 [&](int64_t c, float* scratch) { DepthwiseWeightsChannel(g, c, x, dy, dw, scratch); });
+                 [&](int64_t c, float* scratch) { DepthwiseWeightsChannel(g, c, x, dy, dw, scratch, map); });
 }
 #endif
 
-// y = Conv(X, W, B) of the node's inputs, then max(y, 0) when `relu`.
-void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
-  const Tensor& x = ctx.Input(0);
+// y = Conv(x, W, B) of the node's inputs W and B, then max(y, 0) when `relu`.
+void ConvInto(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, Tensor& y, bool relu) {
   const Tensor& w = ctx.Input(1);
   VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -1700,7 +1723,7 @@ void ConvInto(KernelContext& ctx, const ConvGeometry& g, Tensor& y, bool relu) {
 Tensor& ConvForwardKernel(KernelContext& ctx, bool relu) {
   const ConvGeometry g = CheckedConvGeometry(ctx);
   Tensor& y = ctx.Output(0, ConvOutputShape(g), ctx.Input(0).dtype());
-  ConvInto(ctx, g, y, relu);
+  ConvInto(ctx, g, ctx.Input(0), y, relu);
   return y;
 }
 
@@ -1866,12 +1889,8 @@ void ConvBiasGradient(ThreadPool& threads, int64_t batch, int64_t channels, int6
                       });
 }
 
-
-}  // namespace
-
-// ai.edgetrain.ConvGrad(dY, X, W) -> (dX, dW, dB), attributes as Conv's. Outputs that are not
-// requested are not computed.
-void ConvGradKernel(KernelContext& ctx) {
+// Checks ConvGrad's dY, X and W (inputs 0, 1, 2) and derives the geometry.
+ConvGeometry CheckedConvGradGeometry(KernelContext& ctx) {
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
   const Tensor& w = ctx.Input(2);
@@ -1882,6 +1901,25 @@ void ConvGradKernel(KernelContext& ctx) {
   const Shape y_shape = ConvOutputShape(g);
   ET_CHECK(dy.shape() == y_shape, ErrorCode::kInvalidArgument, what, ": dY of shape ", ShapeToString(dy.shape()),
            " does not match the convolution's output shape ", ShapeToString(y_shape));
+  return g;
+}
+
+// Whether ChannelAffineConv(Grad) applies its map in the direct depthwise kernels (else it maps X first).
+bool MapsDirectly(const ConvGeometry& g, const Tensor& x, const ChannelAffineMap& map) {
+#if defined(EDGETRAIN_DEPTHWISE_DIRECT)
+  return x.dtype() == DataType::kFloat32 && map.fast && UseDepthwiseDirect(g);
+#else
+  (void)g, (void)x, (void)map;
+  return false;
+#endif
+}
+
+// ConvGrad's requested outputs (dX, dW, dB) for dY, X = `x` and W = input 2. With a `map`, `x` is the input before
+// it, which only the direct depthwise kernels apply (MapsDirectly).
+void ConvGradInto(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const PlaneMap& map = {}) {
+  const Tensor& dy = ctx.Input(0);
+  const Tensor& w = ctx.Input(2);
+  const std::string& what = ctx.node().Describe();
   VisitFloat(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dx = ctx.HasOutput(0) ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
@@ -1897,10 +1935,11 @@ void ConvGradKernel(KernelContext& ctx) {
 #if defined(EDGETRAIN_DEPTHWISE_DIRECT)
       if (UseDepthwiseDirect(g)) {
         if (dx) DepthwiseData(ctx.threads(), g, dy.data<T>(), w.data<T>(), dx);
-        if (dw) DepthwiseWeights(ctx.threads(), g, x.data<T>(), dy.data<T>(), dw);
+        if (dw) DepthwiseWeights(ctx.threads(), g, x.data<T>(), dy.data<T>(), dw, map);
         dx = dw = nullptr;
       }
 #endif
+      ET_CHECK(!map.Applies() || (!dx && !dw), ErrorCode::kInternal, what, ": a mapped input off the depthwise kernels");
       if (OnOneDnnConvolution(g)) {
         const int threads = ctx.threads().num_threads();
         if (dx && conv_dnnl::ConvBackwardData(g, dy.data<T>(), w.data<T>(), dx, threads)) dx = nullptr;
@@ -1911,6 +1950,48 @@ void ConvGradKernel(KernelContext& ctx) {
     if (db) ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
   });
 }
+
+// ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]; activation and Conv's attributes; B may be "") =
+// Conv(ChannelAffine(X, affine, min, max), W, B): a training BatchNormalization's output consumed by a depthwise
+// convolution without being stored (the session's FoldChannelAffineIntoDepthwiseConv). The direct depthwise kernels
+// apply the map as they read each plane; elsewhere X is mapped first. The same bits either way.
+void ChannelAffineConvKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(0);
+  const Tensor& affine = ctx.Input(3);
+  const ChannelAffineMap map = ReadChannelAffineMap(ctx, x, affine, 4);
+  const ConvGeometry g = CheckedConvGeometry(ctx);
+  Tensor& y = ctx.Output(0, ConvOutputShape(g), x.dtype());
+#if defined(EDGETRAIN_DEPTHWISE_DIRECT)
+  if (MapsDirectly(g, x, map)) {
+    const float* b = ctx.HasInput(2) ? ctx.Input(2).data<float>() : nullptr;
+    DepthwiseForward(ctx.threads(), g, x.data<float>(), ctx.Input(1).data<float>(), b, y.data<float>(), false,
+                     PlaneMap{affine.data<float>(), map.ForFloat()});
+    return;
+  }
+#endif
+  Tensor mapped(x.dtype(), x.shape(), ctx.node().Describe());
+  ApplyChannelAffineMap(ctx, map, x, affine, mapped);
+  ConvInto(ctx, g, mapped, y, false);
+}
+
+// ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]) = ConvGrad(dY, ChannelAffine(X, affine, min, max),
+// W) -> (dX, dW, dB): dX is the gradient at the mapped input.
+void ChannelAffineConvGradKernel(KernelContext& ctx) {
+  const Tensor& x = ctx.Input(1);
+  const Tensor& affine = ctx.Input(3);
+  const ChannelAffineMap map = ReadChannelAffineMap(ctx, x, affine, 4);
+  const ConvGeometry g = CheckedConvGradGeometry(ctx);
+  if (MapsDirectly(g, x, map)) return ConvGradInto(ctx, g, x, PlaneMap{affine.data<float>(), map.ForFloat()});
+  Tensor mapped(x.dtype(), x.shape(), ctx.node().Describe());
+  ApplyChannelAffineMap(ctx, map, x, affine, mapped);
+  ConvGradInto(ctx, g, mapped);
+}
+
+}  // namespace
+
+// ai.edgetrain.ConvGrad(dY, X, W) -> (dX, dW, dB), attributes as Conv's. Outputs that are not
+// requested are not computed.
+void ConvGradKernel(KernelContext& ctx) { ConvGradInto(ctx, CheckedConvGradGeometry(ctx), ctx.Input(1)); }
 
 namespace {
 
@@ -2092,6 +2173,10 @@ void RegisterConv(OpRegistry& r) {
   ET_IF_BUILT("ai.edgetrain", "ConvGrad")
   WithAttributeParser<ConvAttributes>(
       RegisterFused(r, "ConvGrad", ConvGradKernel, ET_TRAINING_BODY(ConvGradFunction())));
+  ET_IF_BUILT("ai.edgetrain", "ChannelAffineConv")
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ChannelAffineConv", ChannelAffineConvKernel, nullptr));
+  ET_IF_BUILT("ai.edgetrain", "ChannelAffineConvGrad")
+  WithAttributeParser<ConvAttributes>(RegisterFused(r, "ChannelAffineConvGrad", ChannelAffineConvGradKernel, nullptr));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2221,7 +2306,7 @@ void ConvReluMaxPoolKernel(KernelContext& ctx) {
                                         ctx.threads().num_threads()))
     return;
   Tensor& conv = ctx.Output(1, conv_shape, x.dtype());  // the node has one output: scratch kept between runs
-  ConvInto(ctx, g, conv, true);
+  ConvInto(ctx, g, ctx.Input(0), conv, true);
   MaxPoolCompute(ctx, conv, pool, y);
 }
 

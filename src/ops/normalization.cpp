@@ -281,28 +281,8 @@ struct Geometry {
 // y = activation(x * a + b) over channel c's planes.
 ET_BN_INLINE void NormalizeChannel(const Geometry& g, int64_t c, const float* x, float* y, float a, float b,
                                    Activation activation) {
-  for (int64_t n = 0; n < g.batch; ++n) {
-    const float* src = x + c * g.spatial + n * g.Stride();
-    float* dst = y + c * g.spatial + n * g.Stride();
-    switch (activation.kind) {
-      case Activation::Kind::kNone:
-#pragma omp simd
-        for (int64_t i = 0; i < g.spatial; ++i) dst[i] = src[i] * a + b;
-        break;
-      case Activation::Kind::kRelu:
-#pragma omp simd
-        for (int64_t i = 0; i < g.spatial; ++i) {
-          const float v = src[i] * a + b;
-          dst[i] = v > 0.0f ? v : 0.0f;
-        }
-        break;
-      case Activation::Kind::kClip:
-#pragma omp simd
-        for (int64_t i = 0; i < g.spatial; ++i)
-          dst[i] = std::min(std::max(src[i] * a + b, activation.low), activation.high);
-        break;
-    }
-  }
+  for (int64_t n = 0; n < g.batch; ++n)
+    AffineRow(x + c * g.spatial + n * g.Stride(), y + c * g.spatial + n * g.Stride(), g.spatial, a, b, activation);
 }
 
 ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, const double* scale, const double* bias,
@@ -324,7 +304,7 @@ ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, c
       affine[c] = a;
       affine[g.channels + c] = b;
     }
-    NormalizeChannel(g, c, x, y, a, b, activation);
+    if (y) NormalizeChannel(g, c, x, y, a, b, activation);
   }
 }
 
@@ -574,8 +554,8 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
-    Tensor& y = ctx.Output(0, x.shape(), x.dtype());
-    T* yp = y.data<T>();
+    // Y is left out (unrequested) where a session applies the map in the consumer (ChannelAffineConv).
+    T* yp = ctx.HasOutput(0) ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
 
     // Output 5, which only sessions add (ShareBatchNormAffine), is the map y = activation(x * a + b) applied:
     // a and b per channel as [2, C] of X's type, for ai.edgetrain.ChannelAffine to apply again.
@@ -620,7 +600,7 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
       var = batch_var;
     }
 
-    if (normalized) return;
+    if (normalized || (!yp && !affine)) return;
     const std::span<double> multiplier = scratch.Take(n), offset = scratch.Take(n);
     for (int64_t c = 0; c < channels; ++c) {
       multiplier[c] = scale[c] / std::sqrt(var[c] + epsilon);
@@ -630,8 +610,9 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
         affine[channels + c] = static_cast<T>(offset[c]);
       }
     }
+    if (!yp) return;
     ApplyChannelAffine<T>(ctx, xp, yp, batch, channels, spatial_size, multiplier, offset);
-    activation.Apply(ctx.threads(), yp, y.numel());
+    activation.Apply(ctx.threads(), yp, x.numel());
   });
 }
 
@@ -639,21 +620,35 @@ void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind a
 // a training-mode BatchNormalization's output again from the map it applied (its output 5), on the same kernels
 // as it, so the same bits, without a pass for the statistics. activation: "" (none), "Relu" or "Clip".
 void ChannelAffineKernel(KernelContext& ctx) {
-  const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
   const Tensor& affine = ctx.Input(1);
+  const ChannelAffineMap map = ReadChannelAffineMap(ctx, x, affine, 2);
+  ApplyChannelAffineMap(ctx, map, x, affine, ctx.Output(0, x.shape(), x.dtype()));
+}
+
+}  // namespace
+
+ChannelAffineMap ReadChannelAffineMap(KernelContext& ctx, const Tensor& x, const Tensor& affine, size_t min_index) {
+  const Node& node = ctx.node();
   ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
            ShapeToString(x.shape()));
-  const int64_t batch = x.dim(0), channels = x.dim(1), spatial = DimProduct(x.shape(), 2, x.rank());
   CheckAffineMap(node, affine, x);
-  const OutputActivation activation = OutputActivation::Read(ctx, ActivationAttribute(node), x, 2);
-  VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
+  const OutputActivation activation = OutputActivation::Read(ctx, ActivationAttribute(node), x, min_index);
+  return {activation.kind, activation.low, activation.high,
+          UseFastBatchNorm(x, x.dim(0) * DimProduct(x.shape(), 2, x.rank()))};
+}
+
+void ApplyChannelAffineMap(KernelContext& ctx, const ChannelAffineMap& map, const Tensor& x, const Tensor& affine,
+                           Tensor& y) {
+  const OutputActivation activation{map.kind, map.low, map.high};
+  const int64_t batch = x.dim(0), channels = x.dim(1), spatial = DimProduct(x.shape(), 2, x.rank());
+  VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
     const T* ap = affine.data<T>();
-    T* yp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    T* yp = y.template data<T>();
     if constexpr (std::is_same_v<T, float>) {
-      if (UseFastBatchNorm(x, batch * spatial)) {
+      if (map.fast) {
         batchnorm::ApplyAffine(ctx.threads(), batchnorm::BestIsa(), xp, yp, batch, channels, spatial, ap,
                                activation.ForFloat());
         return;
@@ -670,8 +665,6 @@ void ChannelAffineKernel(KernelContext& ctx) {
     activation.Apply(ctx.threads(), yp, x.numel());
   });
 }
-
-}  // namespace
 
 void BatchNormalizationKernel(KernelContext& ctx) {
   BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kNone);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/function_ref.hpp"
+#include "ops/batchnorm_fast.hpp"
 #include "ops/conv_dnnl.hpp"
 #include "ops/kernel.hpp"
 #include "ops/softmax_util.hpp"
@@ -102,6 +103,21 @@ void BatchNormalizationKernel(KernelContext& ctx);
 // Training-mode backward: (dY, X, scale) -> (dX, dScale, dBias). With `saved_statistics` the batch
 // mean and 1/std are inputs 3 and 4 (ORT's BatchNormalizationGrad), else recomputed with 'epsilon'.
 void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics);
+// ai.edgetrain.ChannelAffine's y = activation(x * affine[0, c] + affine[1, c]) for the kernels that apply it to
+// their input (ChannelAffineConv): the node's attribute `activation` ("", "Relu", "Clip"; Clip's bounds at inputs
+// min_index and min_index + 1), X of rank >= 2, the map X's type and [2, C] (kInvalidArgument naming the node).
+struct ChannelAffineMap {
+  batchnorm::Activation::Kind kind = batchnorm::Activation::Kind::kNone;
+  double low = 0, high = 0;
+  // Applied by batchnorm::ApplyAffine on batchnorm::BestIsa(): a pass on that ISA that applies batchnorm::AffineRow
+  // itself gives the same bits.
+  bool fast = false;
+  batchnorm::Activation ForFloat() const { return {kind, static_cast<float>(low), static_cast<float>(high)}; }
+};
+ChannelAffineMap ReadChannelAffineMap(KernelContext& ctx, const Tensor& x, const Tensor& affine, size_t min_index);
+// y (X's shape and type) = the map applied to X, as ChannelAffine computes it.
+void ApplyChannelAffineMap(KernelContext& ctx, const ChannelAffineMap& map, const Tensor& x, const Tensor& affine,
+                           Tensor& y);
 
 // ---- random.cpp ----
 // Output 0 = keep ? X / (1 - ratio) : 0 with `keep` (numel of X flags) drawn with probability

@@ -948,6 +948,8 @@ Session::Session(Model model, SessionOptions options)
     if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) ShareBatchNormAffine(model_.graph);
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1))
       FuseActivationGradIntoBatchNormGrad(model_.graph);
+    if (ops.Find(kEdgetrainDomain, "ChannelAffineConv", 1) && ops.Find(kEdgetrainDomain, "ChannelAffineConvGrad", 1))
+      FoldChannelAffineIntoDepthwiseConv(model_.graph);
   }
   EliminateDeadNodes(model_.graph);
   executor_ = std::make_unique<GraphExecutor>(model_.graph, model_, threads_.get(), &rng_, nullptr, true);
