@@ -27,6 +27,12 @@
 namespace edgetrain {
 namespace {
 
+// Normalization over [N, C, ...]: `what` (X) needs the channel axis.
+void CheckRankAtLeast2(const Node& node, const Tensor& x, const char* what) {
+  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": ", what, " must have rank >= 2, got shape ",
+           ShapeToString(x.shape()));
+}
+
 // Product of dims[begin, end).
 int64_t DimProduct(const Shape& dims, size_t begin, size_t end) {
   int64_t product = 1;
@@ -532,8 +538,7 @@ batchnorm::Activation::Kind ActivationAttribute(const Node& node) {
 void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind activation_kind) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input X");
   const OutputActivation activation = OutputActivation::Read(ctx, activation_kind, x);
   const BatchNormAttributes& attrs = ctx.Attributes<BatchNormAttributes>();
   const double epsilon = attrs.epsilon, momentum = attrs.momentum;
@@ -630,8 +635,7 @@ void ChannelAffineKernel(KernelContext& ctx) {
 
 ChannelAffineMap ReadChannelAffineMap(KernelContext& ctx, const Tensor& x, const Tensor& affine, size_t min_index) {
   const Node& node = ctx.node();
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input X");
   CheckAffineMap(node, affine, x);
   const OutputActivation activation = OutputActivation::Read(ctx, ActivationAttribute(node), x, min_index);
   return {activation.kind, activation.low, activation.high,
@@ -680,8 +684,7 @@ void BatchNormalizationBackwardGated(KernelContext& ctx, bool saved_statistics, 
   const Node& node = ctx.node();
   const Tensor& dy = ctx.Input(0);
   const Tensor& x = ctx.Input(1);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input X must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input X");
   ET_CHECK(dy.shape() == x.shape() && dy.dtype() == x.dtype(), ErrorCode::kInvalidArgument, node.Describe(),
            ": dY (", DataTypeName(dy.dtype()), " ", ShapeToString(dy.shape()), ") must match X (",
            DataTypeName(x.dtype()), " ", ShapeToString(x.shape()), ")");
@@ -944,8 +947,7 @@ void RegisterBatchNormalization(OpRegistry& r) {
 void InstanceNormalization(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input");
   const double epsilon = node.GetFloat("epsilon", 1e-5f);
   const int64_t batch = x.dim(0), channels = x.dim(1);
   const int64_t spatial = DimProduct(x.shape(), 2, x.rank());
@@ -984,8 +986,7 @@ void InstanceNormalization(KernelContext& ctx) {
 void GroupNormalization(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input");
   ET_CHECK(node.HasAttr("num_groups"), ErrorCode::kInvalidModel, node.Describe(), ": attribute 'num_groups' is missing");
   const int64_t groups = node.GetInt("num_groups", 1);
   const int64_t batch = x.dim(0), channels = x.dim(1);
@@ -1707,8 +1708,7 @@ void MeanVarianceNormalization(KernelContext& ctx) {
 void LocalResponseNormalization(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = ctx.Input(0);
-  ET_CHECK(x.rank() >= 2, ErrorCode::kInvalidArgument, node.Describe(), ": input must have rank >= 2, got shape ",
-           ShapeToString(x.shape()));
+  CheckRankAtLeast2(node, x, "input");
   ET_CHECK(node.HasAttr("size"), ErrorCode::kInvalidModel, node.Describe(), ": attribute 'size' is required");
   const int64_t size = node.GetInt("size", 1);
   ET_CHECK(size >= 1, ErrorCode::kInvalidArgument, node.Describe(), ": attribute 'size' must be >= 1, got ", size);
