@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "autodiff/recurrent_last_step.hpp"
 #include "core/kernel_backend.hpp"
@@ -745,6 +746,53 @@ TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
           EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << label << " output " << k;
       }
     }
+}
+
+// Dropout(X, ratio, training_mode) and the DropoutGrad of its mask, as generate-artifacts writes them; `mask_read`
+// makes the mask a graph output too. A negative ratio leaves the ratio input out, a missing mode the mode input.
+ModelBuilder DropoutAndGrad(float ratio, std::optional<bool> training, bool mask_read = false) {
+  ModelBuilder b({3, 5});
+  b.model.opsets[kEdgetrainDomain] = 1;
+  b.model.graph.inputs.push_back(ValueInfoOf("dy", DataType::kFloat32, {3, 5}));
+  b.model.graph.initializers["ratio"] = Tensor::Scalar<float>(ratio < 0 ? 0.5f : ratio);
+  b.model.graph.initializers["mode"] = Tensor::Scalar<bool>(training.value_or(false));
+  const std::string r = ratio < 0 ? "" : "ratio", mode = training ? "mode" : "";
+  std::vector<std::string> inputs = {"x", r, mode};
+  while (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
+  b.Add("Dropout", inputs, {"y", "mask"});
+  b.Add("DropoutGrad", {"dy", "mask", "ratio", "mode"}, {"dx"}).domain = kEdgetrainDomain;
+  b.Output("y");
+  b.Output("dx");
+  if (mask_read) b.Output("mask");
+  return b;
+}
+
+// A Dropout that drops nothing (ratio 0, or not in training mode) and its gradient become Identity: the same bits, and
+// no mask. Not for a Dropout that drops, nor where the mask is read elsewhere.
+TEST_F(Fusion, DropoutThatDropsNothingBecomesIdentity) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({3, 5}, 61)}, {"dy", RandomFloats({3, 5}, 62)}};
+  for (const auto& [ratio, training] :
+       std::vector<std::pair<float, std::optional<bool>>>{{0.0f, true}, {0.5f, false}, {0.5f, std::nullopt}}) {
+    const Model model = DropoutAndGrad(ratio, training).model;
+    ExpectFusion(model, feeds, "Identity,Identity");
+    SessionOptions plain;
+    plain.fuse_operators = false;
+    const std::vector<Tensor> expected = Session(model, plain).Run(feeds), actual = Session(model).Run(feeds);
+    for (size_t k = 0; k < expected.size(); ++k)
+      EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << "ratio " << ratio << " output " << k;
+    EXPECT_EQ(actual[0].ToDoubleVector(), feeds.at("x").ToDoubleVector());
+    EXPECT_EQ(actual[1].ToDoubleVector(), feeds.at("dy").ToDoubleVector());
+  }
+  ExpectFusion(DropoutAndGrad(0.25f, true).model, feeds, "Dropout,DropoutGrad");
+  ExpectFusion(DropoutAndGrad(0.0f, true, true).model, feeds, "Dropout,DropoutGrad");
+  // The gradient of a Dropout whose ratio is fed, not constant, stays too.
+  Model fed = DropoutAndGrad(0.0f, true).model;
+  fed.graph.inputs.push_back(ValueInfoOf("ratio", DataType::kFloat32, {}));
+  std::map<std::string, Tensor> with_ratio = feeds;
+  with_ratio["ratio"] = Tensor::Scalar<float>(0.0f);
+  Session fed_session(fed);
+  EXPECT_EQ(OpTypes(fed_session), "Dropout,DropoutGrad");
+  EXPECT_EQ(fed_session.Run(with_ratio).at(1).ToDoubleVector(), feeds.at("dy").ToDoubleVector());
 }
 
 // ChannelAffineConv and ChannelAffineConvGrad check their map and activation as ChannelAffine does.

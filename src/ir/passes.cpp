@@ -333,6 +333,59 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
   return fused;
 }
 
+size_t RemoveDropoutsThatDropNothing(Graph& graph) {
+  Rewriter rewriter(graph);
+  // Dropout's or DropoutGrad's ratio and training_mode inputs (opset 12+ and the gradient's order) drop nothing:
+  // ratio constant 0 or training_mode absent or constant false.
+  auto drops_nothing = [&](const Node& n, size_t ratio, size_t mode) {
+    if (n.inputs.size() <= mode || n.inputs[mode].empty()) return true;
+    const Tensor* training = rewriter.ConstantTensor(n.inputs[mode]);
+    if (training && training->numel() == 1 && training->DoubleAt(0) == 0.0) return true;
+    const Tensor* r =
+        n.inputs.size() > ratio && !n.inputs[ratio].empty() ? rewriter.ConstantTensor(n.inputs[ratio]) : nullptr;
+    return r && r->numel() == 1 && r->DoubleAt(0) == 0.0;
+  };
+  auto identity = [&](Node& n, const std::string& x, const std::string& y) {
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty()) rewriter.DropRead(n.inputs[i]);
+    n.domain.clear();
+    n.op_type = "Identity";
+    n.opset = 0;
+    n.inputs = {x};
+    n.outputs = {y};
+    n.attributes.clear();
+  };
+  size_t removed = 0;
+  for (Node& dropout : graph.nodes) {
+    if (!dropout.domain.empty() || dropout.op_type != "Dropout" || dropout.inputs.empty() || dropout.outputs.empty() ||
+        dropout.outputs[0].empty() || !drops_nothing(dropout, 1, 2))
+      continue;
+    std::vector<Node*> grads;  // the mask's readers, each a DropoutGrad that drops nothing
+    bool mask_free = true;
+    if (dropout.outputs.size() > 1 && !dropout.outputs[1].empty()) {
+      const std::string& mask = dropout.outputs[1];
+      for (Node& n : graph.nodes)
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          if (n.inputs[i] == mask) {
+            const bool grad = n.domain == kEdgetrainDomain && n.op_type == "DropoutGrad" && i == 1 &&
+                              n.outputs.size() == 1 && drops_nothing(n, 2, 3);
+            if (grad) grads.push_back(&n);
+            mask_free = mask_free && grad;
+          }
+      mask_free = mask_free && rewriter.Reads(mask) == grads.size();
+    }
+    if (!mask_free) continue;
+    for (Node* grad : grads) {
+      identity(*grad, grad->inputs[0], grad->outputs[0]);
+      ++removed;
+    }
+    identity(dropout, dropout.inputs[0], dropout.outputs[0]);
+    ++removed;
+  }
+  rewriter.Finish();
+  return removed;
+}
+
 size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
   Rewriter rewriter(graph);
   size_t folded = 0;

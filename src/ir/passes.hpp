@@ -69,6 +69,11 @@ size_t ShareBatchNormAffine(Graph& graph);
 // from X and the map, without a pass of its own. Returns the count.
 size_t FuseActivationGradIntoBatchNormGrad(Graph& graph);
 
+// Dropout that drops nothing (ratio a constant 0, or training_mode absent or a constant false; no seed) becomes
+// Identity, and so does each ai.edgetrain DropoutGrad of its mask that drops nothing; not when anything else reads
+// the mask. The results are the same bits (X * 1 / (1 - 0) is X). Returns the number of nodes replaced.
+size_t RemoveDropoutsThatDropNothing(Graph& graph);
+
 // Grouped convolutions (depthwise: the direct kernels) read a training BatchNormalization's output through its map:
 // ai.edgetrain ConvGrad(dY, ChannelAffine(X, affine[, min, max]), W), where only it reads the mapped X, becomes
 // ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]); Conv(Y, W[, B]), where Y is output 0 of a

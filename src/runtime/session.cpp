@@ -934,6 +934,7 @@ Session::Session(Model model, SessionOptions options)
   }
   if (options_.fuse_operators) {
     const OpRegistry& ops = OpRegistry::Global();  // an operator-reduced build may lack a fused kernel
+    if (ops.Find("", "Identity", model_.OpsetFor(""))) RemoveDropoutsThatDropNothing(model_.graph);
     FoldBatchNormIntoConv(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ConvReluMaxPool", 1)) FuseConvReluMaxPool(model_.graph);
     if (ops.Find("", "LSTM", 14) && ops.Find(kEdgetrainDomain, "LSTMGrad", 1)) KeepRecurrentTraces(model_.graph);
