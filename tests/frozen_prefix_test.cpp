@@ -53,75 +53,87 @@ enum class Backbone {
   kAttentionUnknownImage,   // the same, its input declaring no image size
 };
 
-std::string WriteAttentionModel(const fs::path& dir, Backbone backbone);
-
-// x [N,3,6,6] -> Conv-BN-Relu -> Conv-BN-Clip (ReLU6) [-> Dropout] -> GlobalAveragePool -> Flatten -> Gemm head.
-std::string WriteModel(const fs::path& dir, Backbone backbone) {
-  if (backbone >= Backbone::kAttention) return WriteAttentionModel(dir, backbone);
+// A model being written: input x [N, 3, 6, 6], random initializers from a running seed, nodes named
+// "<op>_<index>"; Save adds the output [N, classes] and writes model.onnx.
+struct ModelWriter {
   Model m;
-  m.source = "frozen prefix test";
-  m.ir_version = 8;
-  m.opsets = {{"", 17}};
   Graph& g = m.graph;
-  g.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 3, kImage, kImage}));
-  uint32_t seed = 1;
-  auto init = [&](const std::string& name, const Shape& shape, float low = -0.5f, float high = 0.5f) {
+  uint32_t seed;
+
+  ModelWriter(const std::string& source, uint32_t first_seed) : seed(first_seed) {
+    m.source = source;
+    m.ir_version = 8;
+    m.opsets = {{"", 17}};
+    g.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 3, kImage, kImage}));
+  }
+  std::string Init(const std::string& name, const Shape& shape, float low = -0.5f, float high = 0.5f) {
     g.initializers[name] = Random(shape, seed++, low, high);
     return name;
-  };
-  auto node = [&](const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                  AttributeMap attrs = {}) {
+  }
+  std::string Ints(const std::string& name, const std::vector<int64_t>& values) {
+    g.initializers[name] = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
+    return name;
+  }
+  void Add(const std::string& op, std::vector<std::string> in, std::vector<std::string> out, AttributeMap attrs = {}) {
     Node n;
     n.name = op + "_" + std::to_string(g.nodes.size());
     n.op_type = op;
     n.inputs = std::move(in);
     n.outputs = std::move(out);
     n.attributes = std::move(attrs);
-    g.nodes.push_back(n);
-  };
+    g.nodes.push_back(std::move(n));
+  }
+  // A node whose one output is named as the node is; returns that name.
+  std::string Op(const std::string& op, std::vector<std::string> in, AttributeMap attrs = {}) {
+    const std::string name = op + "_" + std::to_string(g.nodes.size());
+    Add(op, std::move(in), {name}, std::move(attrs));
+    return name;
+  }
+  std::string Save(const fs::path& dir) {
+    g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
+    const std::string path = (dir / "model.onnx").string();
+    SaveModel(m, path);
+    return path;
+  }
+};
+
+std::string WriteAttentionModel(const fs::path& dir, Backbone backbone);
+
+// x [N,3,6,6] -> Conv-BN-Relu -> Conv-BN-Clip (ReLU6) [-> Dropout] -> GlobalAveragePool -> Flatten -> Gemm head.
+std::string WriteModel(const fs::path& dir, Backbone backbone) {
+  if (backbone >= Backbone::kAttention) return WriteAttentionModel(dir, backbone);
+  ModelWriter w("frozen prefix test", 1);
   auto bn = [&](const std::string& x, const std::string& y, const std::string& p) {
-    std::vector<std::string> in = {x, init(p + ".scale", {kChannels}, 0.5f, 1.5f), init(p + ".bias", {kChannels}),
-                                   init(p + ".mean", {kChannels}), init(p + ".var", {kChannels}, 0.5f, 1.5f)};
+    std::vector<std::string> in = {x, w.Init(p + ".scale", {kChannels}, 0.5f, 1.5f), w.Init(p + ".bias", {kChannels}),
+                                   w.Init(p + ".mean", {kChannels}), w.Init(p + ".var", {kChannels}, 0.5f, 1.5f)};
     if (backbone == Backbone::kTrainingBatchNorm) {
-      node("BatchNormalization", in, {y, p + ".running_mean", p + ".running_var"},
-           {{"training_mode", Attribute::Int(1)}});
+      w.Add("BatchNormalization", in, {y, p + ".running_mean", p + ".running_var"},
+            {{"training_mode", Attribute::Int(1)}});
     } else {
-      node("BatchNormalization", in, {y});
+      w.Add("BatchNormalization", in, {y});
     }
   };
   const AttributeMap pad1 = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
-  node("Conv", {"x", init("conv1.w", {kChannels, 3, 3, 3}), init("conv1.b", {kChannels})}, {"c1"}, pad1);
+  w.Add("Conv", {"x", w.Init("conv1.w", {kChannels, 3, 3, 3}), w.Init("conv1.b", {kChannels})}, {"c1"}, pad1);
   bn("c1", "b1", "bn1");
-  node("Relu", {"b1"}, {"r1"});
-  node("Conv", {"r1", init("conv2.w", {kChannels, kChannels, 3, 3})}, {"c2"}, pad1);
+  w.Add("Relu", {"b1"}, {"r1"});
+  w.Add("Conv", {"r1", w.Init("conv2.w", {kChannels, kChannels, 3, 3})}, {"c2"}, pad1);
   bn("c2", "b2", "bn2");
-  g.initializers["clip.min"] = Tensor::Scalar<float>(0);
-  g.initializers["clip.max"] = Tensor::Scalar<float>(6);
-  node("Clip", {"b2", "clip.min", "clip.max"}, {"r2"});
+  w.g.initializers["clip.min"] = Tensor::Scalar<float>(0);
+  w.g.initializers["clip.max"] = Tensor::Scalar<float>(6);
+  w.Add("Clip", {"b2", "clip.min", "clip.max"}, {"r2"});
   std::string features = "r2";
   if (backbone == Backbone::kDropout) {
-    Node ratio;
-    ratio.name = "ratio_const";
-    ratio.op_type = "Constant";
-    ratio.outputs = {"ratio"};
-    ratio.attributes["value"] = Attribute::TensorValue(Tensor::Scalar<float>(0.5f));
-    g.nodes.push_back(ratio);
-    Node mode = ratio;
-    mode.name = "mode_const";
-    mode.outputs = {"mode"};
-    mode.attributes["value"] = Attribute::TensorValue(Tensor::Scalar<bool>(true));
-    g.nodes.push_back(mode);
-    node("Dropout", {"r2", "ratio", "mode"}, {"d2"});
+    w.Add("Constant", {}, {"ratio"}, {{"value", Attribute::TensorValue(Tensor::Scalar<float>(0.5f))}});
+    w.Add("Constant", {}, {"mode"}, {{"value", Attribute::TensorValue(Tensor::Scalar<bool>(true))}});
+    w.Add("Dropout", {"r2", "ratio", "mode"}, {"d2"});
     features = "d2";
   }
-  node("GlobalAveragePool", {features}, {"pool"});
-  node("Flatten", {"pool"}, {"flat"});
-  node("Gemm", {"flat", init("head.w", {kClasses, kChannels}), init("head.b", {kClasses})}, {"output"},
-       {{"transB", Attribute::Int(1)}});
-  g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
-  const std::string path = (dir / "model.onnx").string();
-  SaveModel(m, path);
-  return path;
+  w.Add("GlobalAveragePool", {features}, {"pool"});
+  w.Add("Flatten", {"pool"}, {"flat"});
+  w.Add("Gemm", {"flat", w.Init("head.w", {kClasses, kChannels}), w.Init("head.b", {kClasses})}, {"output"},
+        {{"transB", Attribute::Int(1)}});
+  return w.Save(dir);
 }
 
 // A one-block vision transformer whose Reshape and Expand shapes are computed from Shape(x) at run time:
@@ -130,77 +142,52 @@ std::string WriteModel(const fs::path& dir, Backbone backbone) {
 // features -> Gemm head.
 std::string WriteAttentionModel(const fs::path& dir, Backbone backbone) {
   constexpr int64_t kWidth = kChannels, kTokens = 5, kHeads = 2, kHead = kWidth / kHeads;
-  Model m;
-  m.source = "frozen prefix attention test";
-  m.ir_version = 8;
-  m.opsets = {{"", 17}};
-  Graph& g = m.graph;
-  g.inputs.push_back(ValueInfoOf("x", DataType::kFloat32, {-1, 3, kImage, kImage}));
-  if (backbone == Backbone::kAttentionUnknownImage) g.inputs[0].shape[2] = g.inputs[0].shape[3] = Dim{-1, "side"};
-  uint32_t seed = 11;
-  auto init = [&](const std::string& name, const Shape& shape, float low = -0.5f, float high = 0.5f) {
-    g.initializers[name] = Random(shape, seed++, low, high);
-    return name;
-  };
-  auto ints = [&](const std::string& name, const std::vector<int64_t>& values) {
-    g.initializers[name] = Tensor::FromVector<int64_t>(values, {static_cast<int64_t>(values.size())});
-    return name;
-  };
-  auto node = [&](const std::string& op, std::vector<std::string> in, AttributeMap attrs = {}) {
-    Node n;
-    n.name = op + "_" + std::to_string(g.nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {n.name};
-    n.attributes = std::move(attrs);
-    g.nodes.push_back(n);
-    return n.name;
-  };
+  ModelWriter w("frozen prefix attention test", 11);
+  if (backbone == Backbone::kAttentionUnknownImage) w.g.inputs[0].shape[2] = w.g.inputs[0].shape[3] = Dim{-1, "side"};
   auto perm = [](std::vector<int64_t> p) { return AttributeMap{{"perm", Attribute::Ints(std::move(p))}}; };
   const AttributeMap axis0 = {{"axis", Attribute::Int(0)}};
-  g.initializers["zero"] = Tensor::Scalar<int64_t>(0);
-  const std::string n = node("Unsqueeze", {node("Gather", {node("Shape", {"x"}), "zero"}, axis0), ints("axes0", {0})});
-  const std::string patches = node("Conv", {"x", init("patch.w", {kWidth, 3, 3, 3}), init("patch.b", {kWidth})},
+  w.g.initializers["zero"] = Tensor::Scalar<int64_t>(0);
+  const std::string n =
+      w.Op("Unsqueeze", {w.Op("Gather", {w.Op("Shape", {"x"}), "zero"}, axis0), w.Ints("axes0", {0})});
+  const std::string patches = w.Op("Conv", {"x", w.Init("patch.w", {kWidth, 3, 3, 3}), w.Init("patch.b", {kWidth})},
                                    {{"strides", Attribute::Ints({3, 3})}});
-  const std::string grid = node("Reshape", {patches, node("Concat", {n, ints("width", {kWidth}), ints("minus1", {-1})}, axis0)});
-  const std::string tokens = node("Transpose", {grid}, perm({0, 2, 1}));
-  const std::string cls = node("Expand", {init("cls", {1, 1, kWidth}), node("Concat", {n, ints("one", {1}), "one"}, axis0)});
-  const std::string seq = node("Add", {node("Concat", {cls, tokens}, {{"axis", Attribute::Int(1)}}),
-                                       init("pos", {1, kTokens, kWidth})});
-  const std::string norm = node("LayerNormalization", {seq, init("ln.g", {kWidth}, 0.5f, 1.5f), init("ln.b", {kWidth})});
-  const std::string by_length = node("Transpose", {norm}, perm({1, 0, 2}));  // [5, N, 8]
-  const std::string heads_shape = node("Concat", {ints("tokens", {kTokens}), node("Mul", {n, ints("heads", {kHeads})}),
-                                                  ints("head", {kHead})}, axis0);
+  const std::string grid =
+      w.Op("Reshape", {patches, w.Op("Concat", {n, w.Ints("width", {kWidth}), w.Ints("minus1", {-1})}, axis0)});
+  const std::string tokens = w.Op("Transpose", {grid}, perm({0, 2, 1}));
+  const std::string cls =
+      w.Op("Expand", {w.Init("cls", {1, 1, kWidth}), w.Op("Concat", {n, w.Ints("one", {1}), "one"}, axis0)});
+  const std::string seq = w.Op("Add", {w.Op("Concat", {cls, tokens}, {{"axis", Attribute::Int(1)}}),
+                                       w.Init("pos", {1, kTokens, kWidth})});
+  const std::string norm =
+      w.Op("LayerNormalization", {seq, w.Init("ln.g", {kWidth}, 0.5f, 1.5f), w.Init("ln.b", {kWidth})});
+  const std::string by_length = w.Op("Transpose", {norm}, perm({1, 0, 2}));  // [5, N, 8]
+  const std::string heads_shape = w.Op(
+      "Concat", {w.Ints("tokens", {kTokens}), w.Op("Mul", {n, w.Ints("heads", {kHeads})}), w.Ints("head", {kHead})},
+      axis0);
   auto project = [&](const std::string& name) {  // [N x heads, 5, 4]
-    const std::string p = node("MatMul", {by_length, init(name, {kWidth, kWidth})});
-    return node("Transpose", {node("Reshape", {p, heads_shape})}, perm({1, 0, 2}));
+    const std::string p = w.Op("MatMul", {by_length, w.Init(name, {kWidth, kWidth})});
+    return w.Op("Transpose", {w.Op("Reshape", {p, heads_shape})}, perm({1, 0, 2}));
   };
   const std::string q = project("wq"), k = project("wk"), v = project("wv");
-  const std::string scores = node("MatMul", {q, node("Transpose", {k}, perm({0, 2, 1}))});
-  const std::string context = node("MatMul", {node("Softmax", {scores}, {{"axis", Attribute::Int(-1)}}), v});
-  const std::string rows = node("Reshape", {node("Transpose", {context}, perm({1, 0, 2})),
-                                            node("Concat", {node("Mul", {ints("tokens1", {kTokens}), n}), "width"}, axis0)});
-  const std::string out = node("Gemm", {rows, init("wo", {kWidth, kWidth}), init("bo", {kWidth})},
+  const std::string scores = w.Op("MatMul", {q, w.Op("Transpose", {k}, perm({0, 2, 1}))});
+  const std::string context = w.Op("MatMul", {w.Op("Softmax", {scores}, {{"axis", Attribute::Int(-1)}}), v});
+  const std::string rows =
+      w.Op("Reshape", {w.Op("Transpose", {context}, perm({1, 0, 2})),
+                       w.Op("Concat", {w.Op("Mul", {w.Ints("tokens1", {kTokens}), n}), "width"}, axis0)});
+  const std::string out = w.Op("Gemm", {rows, w.Init("wo", {kWidth, kWidth}), w.Init("bo", {kWidth})},
                                {{"transB", Attribute::Int(1)}});
-  const std::string back = node("Reshape", {out, node("Concat", {"tokens1", n, "width"}, axis0)});
-  std::string block = node("Add", {seq, node("Transpose", {back}, perm({1, 0, 2}))});
+  const std::string back = w.Op("Reshape", {out, w.Op("Concat", {"tokens1", n, "width"}, axis0)});
+  std::string block = w.Op("Add", {seq, w.Op("Transpose", {back}, perm({1, 0, 2}))});
   if (backbone == Backbone::kAttentionMixingSamples) {  // [N, 5, 8] -> [5, 8N], a softmax over 8N, and back
-    const std::string spread = node("Reshape", {block, node("Concat", {"tokens1", node("Mul", {n, "width"})}, axis0)});
-    block = node("Reshape", {node("Softmax", {spread}, {{"axis", Attribute::Int(1)}}),
-                             node("Concat", {n, "tokens1", "width"}, axis0)});
+    const std::string spread =
+        w.Op("Reshape", {block, w.Op("Concat", {"tokens1", w.Op("Mul", {n, "width"})}, axis0)});
+    block = w.Op("Reshape", {w.Op("Softmax", {spread}, {{"axis", Attribute::Int(1)}}),
+                             w.Op("Concat", {n, "tokens1", "width"}, axis0)});
   }
-  const std::string features = node("Gather", {block, "zero"}, {{"axis", Attribute::Int(1)}});
-  Node head;
-  head.name = "head";
-  head.op_type = "Gemm";
-  head.inputs = {features, init("head.w", {kClasses, kWidth}), init("head.b", {kClasses})};
-  head.outputs = {"output"};
-  head.attributes = {{"transB", Attribute::Int(1)}};
-  g.nodes.push_back(head);
-  g.outputs.push_back(ValueInfoOf("output", DataType::kFloat32, {-1, kClasses}));
-  const std::string path = (dir / "model.onnx").string();
-  SaveModel(m, path);
-  return path;
+  const std::string features = w.Op("Gather", {block, "zero"}, {{"axis", Attribute::Int(1)}});
+  w.Add("Gemm", {features, w.Init("head.w", {kClasses, kWidth}), w.Init("head.b", {kClasses})}, {"output"},
+        {{"transB", Attribute::Int(1)}});
+  return w.Save(dir);
 }
 
 struct Artifacts {
