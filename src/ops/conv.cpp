@@ -1939,7 +1939,8 @@ void ConvGradInto(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, co
         dx = dw = nullptr;
       }
 #endif
-      ET_CHECK(!map.Applies() || (!dx && !dw), ErrorCode::kInternal, what, ": a mapped input off the depthwise kernels");
+      ET_CHECK(!map.Applies() || (!dx && !dw), ErrorCode::kInternal, what,
+               ": a mapped input off the depthwise kernels");
       if (OnOneDnnConvolution(g)) {
         const int threads = ctx.threads().num_threads();
         if (dx && conv_dnnl::ConvBackwardData(g, dy.data<T>(), w.data<T>(), dx, threads)) dx = nullptr;
@@ -1949,6 +1950,13 @@ void ConvGradInto(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, co
     if (dx || dw) ConvBackwardCompute<T>(ctx, g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw);
     if (db) ConvBiasGradient<T>(ctx.threads(), g.batch, g.out_channels, g.OutputSize(), dy.data<T>(), db);
   });
+}
+
+// X with the map applied, for the kernels off the direct depthwise path.
+Tensor MappedInput(KernelContext& ctx, const ChannelAffineMap& map, const Tensor& x, const Tensor& affine) {
+  Tensor mapped(x.dtype(), x.shape(), ctx.node().Describe());
+  ApplyChannelAffineMap(ctx, map, x, affine, mapped);
+  return mapped;
 }
 
 // ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]; activation and Conv's attributes; B may be "") =
@@ -1969,9 +1977,7 @@ void ChannelAffineConvKernel(KernelContext& ctx) {
     return;
   }
 #endif
-  Tensor mapped(x.dtype(), x.shape(), ctx.node().Describe());
-  ApplyChannelAffineMap(ctx, map, x, affine, mapped);
-  ConvInto(ctx, g, mapped, y, false);
+  ConvInto(ctx, g, MappedInput(ctx, map, x, affine), y, false);
 }
 
 // ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]) = ConvGrad(dY, ChannelAffine(X, affine, min, max),
@@ -1982,9 +1988,7 @@ void ChannelAffineConvGradKernel(KernelContext& ctx) {
   const ChannelAffineMap map = ReadChannelAffineMap(ctx, x, affine, 4);
   const ConvGeometry g = CheckedConvGradGeometry(ctx);
   if (MapsDirectly(g, x, map)) return ConvGradInto(ctx, g, x, PlaneMap{affine.data<float>(), map.ForFloat()});
-  Tensor mapped(x.dtype(), x.shape(), ctx.node().Describe());
-  ApplyChannelAffineMap(ctx, map, x, affine, mapped);
-  ConvGradInto(ctx, g, mapped);
+  ConvGradInto(ctx, g, MappedInput(ctx, map, x, affine));
 }
 
 }  // namespace

@@ -381,7 +381,8 @@ class GraphExecutor {
       if (OperatorProfile* profile = OperatorProfile::Active()) {
         const auto start = std::chrono::steady_clock::now();
         RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
-        profile->Add(*step.node, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+        profile->Add(*step.node, took.count());
       } else {
         RunNamingNode(*step.node, [&] { step.kernel->kernel(ctx); });
       }

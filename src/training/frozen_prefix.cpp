@@ -689,7 +689,8 @@ class PerSampleCheck {
   // Expand of a constant to a shape computed from the batch: one copy per sample along the axis that grows
   // with the batch.
   Role ExpandedConstant(const Node& n) const {
-    const std::vector<Shape> shapes = Probed(n, n.outputs[0], "it expands a constant to a shape computed from the batch");
+    const std::vector<Shape> shapes =
+        Probed(n, n.outputs[0], "it expands a constant to a shape computed from the batch");
     bool grows = false;
     for (size_t k = 0; k < shapes[0].size(); ++k) grows |= shapes[0][k] != shapes[1][k];
     if (!grows) return {Role::kShape};
@@ -759,8 +760,9 @@ void CheckPrefixPerSample(const Model& training, const std::set<std::string>& ca
   for (size_t k : TopologicalOrder(prefix)) check.Visit(prefix.nodes[k]);
   for (const std::string& b : boundary) {
     const Role r = check.Of(b);
-    ET_CHECK(r.kind == Role::kBatched && r.axis == 0 && r.inner == 1 && r.outer == 1, ErrorCode::kInvalidArgument, "cache_frozen_prefix: the frozen ",
-             "prefix's output '", b, "' does not hold one row per sample on axis 0; its outputs cannot be cached per sample");
+    ET_CHECK(r.kind == Role::kBatched && r.axis == 0 && r.inner == 1 && r.outer == 1, ErrorCode::kInvalidArgument,
+             "cache_frozen_prefix: the frozen prefix's output '", b,
+             "' does not hold one row per sample on axis 0; its outputs cannot be cached per sample");
   }
 }
 
