@@ -471,8 +471,10 @@ Session InlinedEdgetrainOps(Model fused) {
   return Session(LoadModelFromBuffer(bytes.data(), bytes.size(), "inlined", ".", inline_edgetrain), plain);
 }
 
-// Training-mode BatchNormalization (its running statistics read too) with ReLU or ReLU6-style Clip after it, and an
-// inference one with a Clip of only a max: each pair runs as one node, with the same bits as unfused.
+// Training-mode BatchNormalization (its running statistics read too) with ReLU or ReLU6-style Clip after it, an
+// inference one with a Clip of only a max, and a training one with SiLU (Mul and Sigmoid, as PyTorch exports it): each
+// runs as one node, with the same bits as unfused (SiLU within float rounding: the fused exp is the vectorised
+// polynomial in plain code, the Sigmoid kernel's in intrinsics, which the compiler contracts differently).
 ModelBuilder BatchNormActivations() {
   ModelBuilder b({2, 6, 5, 7});
   auto scalar = [&](const std::string& name, float v) {
@@ -493,20 +495,25 @@ ModelBuilder BatchNormActivations() {
   b.Output("var1");
   b.Output(b.Add("Clip", {bn("bn2", true, {"y2"}), scalar("low", -0.25f), scalar("high", 0.5f)}, {"c2"}).outputs[0]);
   b.Output(b.Add("Clip", {bn("bn3", false, {"y3"}), "", scalar("top", 0.75f)}, {"c3"}).outputs[0]);
+  const std::string y4 = bn("bn4", true, {"y4"});
+  b.Output(b.Add("Mul", {y4, b.Unary("Sigmoid", y4)}, {"silu4"}).outputs[0]);
   return b;
 }
 
 TEST_F(Fusion, BatchNormFollowedByReluOrClipRunsAsOneNode) {
   const ModelBuilder b = BatchNormActivations();
   const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 51, -2.0, 2.0)}};
-  ExpectFusion(b.model, feeds, "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip");
+  ExpectFusion(b.model, feeds,
+               "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip,BatchNormalizationSilu");
   for (KernelBackend backend : Backends()) {
     SetKernelBackend(backend);
     SessionOptions plain;
     plain.fuse_operators = false;
     const std::vector<Tensor> expected = Session(b.model, plain).Run(feeds), actual = Session(b.model).Run(feeds);
-    for (size_t k = 0; k < expected.size(); ++k)
+    ASSERT_EQ(actual.size(), 6u);
+    for (size_t k = 0; k < 5; ++k)
       EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << "output " << k;
+    ExpectTensorNear(actual[5], expected[5], 1e-6, "SiLU output");
   }
 }
 
@@ -516,7 +523,9 @@ TEST_F(Fusion, BatchNormActivationNeedsItsOutputReadOnlyByTheActivation) {
   const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 52, -2.0, 2.0)}};
   ModelBuilder read_twice = BatchNormActivations();
   read_twice.Output("y1");
-  ExpectFusion(read_twice.model, feeds, "BatchNormalization,Relu,BatchNormalizationClip,BatchNormalizationClip");
+  read_twice.Output("y4");
+  ExpectFusion(read_twice.model, feeds,
+               "BatchNormalization,Relu,BatchNormalizationClip,BatchNormalizationClip,BatchNormalization,Silu");
   ModelBuilder computed_bound = BatchNormActivations();
   std::vector<Node>& nodes = computed_bound.model.graph.nodes;
   nodes[3].inputs[2] = "computed_high";  // bn2's Clip: max = Abs(high), a node between the two
@@ -530,7 +539,7 @@ TEST_F(Fusion, BatchNormActivationNeedsItsOutputReadOnlyByTheActivation) {
   std::map<std::string, Tensor> with_high = feeds;
   with_high["high"] = Tensor::Scalar<float>(0.5f);
   ExpectFusion(computed_bound.model, with_high,
-               "BatchNormalizationRelu,BatchNormalization,Abs,Clip,BatchNormalizationClip");
+               "BatchNormalizationRelu,BatchNormalization,Abs,Clip,BatchNormalizationClip,BatchNormalizationSilu");
 
   ModelBuilder saved({2, 6, 5, 7}, 9);
   saved.Add("BatchNormalization",
@@ -546,9 +555,11 @@ TEST_F(Fusion, BatchNormActivationNeedsItsOutputReadOnlyByTheActivation) {
 // the kernels do. Clip bounds that are not single values of X's type are an error naming the node and the bound.
 TEST_F(Fusion, BatchNormActivationFunctionBodiesMatchKernelsAndCheckTheBounds) {
   const Model fused = Session(BatchNormActivations().model).model();
-  ASSERT_EQ(OpTypes(Session(fused)), "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip");
+  ASSERT_EQ(OpTypes(Session(fused)),
+            "BatchNormalizationRelu,BatchNormalizationClip,BatchNormalizationClip,BatchNormalizationSilu");
   Session inlined = InlinedEdgetrainOps(fused);
-  EXPECT_EQ(OpTypes(inlined), "BatchNormalization,Relu,BatchNormalization,Clip,BatchNormalization,Clip");
+  EXPECT_EQ(OpTypes(inlined),
+            "BatchNormalization,Relu,BatchNormalization,Clip,BatchNormalization,Clip,BatchNormalization,Sigmoid,Mul");
   const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 53, -2.0, 2.0)}};
   Model bad_bound = fused;
   bad_bound.graph.initializers["high"] = Tensor::FromVector<float>({0.5f, 0.6f}, {2});
@@ -679,7 +690,50 @@ TEST_F(Fusion, ActivationGradientJoinsBatchNormGrad) {
   }
 }
 
-// A training BatchNormalization ("", "Relu" or "Clip" after it) feeding a grouped 3x3 Conv, and the backward that
+// SiLU's backward as generate-artifacts writes it: the forward BatchNormalization and SiLU (Mul and Sigmoid), a
+// plain recomputed copy, SiLU again on the copy (its output a graph output here, as the next layer's ConvGrad reads
+// it), SiluGrad of dY at the copy's output and BatchNormalizationGrad of that. `gradient_read_twice` makes SiluGrad's
+// output a graph output too.
+ModelBuilder BatchNormSiluBackward(bool gradient_read_twice) {
+  ModelBuilder b({2, 6, 5, 7});
+  b.model.opsets[kEdgetrainDomain] = 1;
+  b.model.graph.inputs.push_back(ValueInfoOf("dy", DataType::kFloat32, {2, 6, 5, 7}));
+  const std::string scale = b.Initializer("scale", {6}, true), bias = b.Initializer("bias", {6});
+  auto bn = [&](const std::string& y, const std::string& mean, const std::string& var) {
+    b.Add("BatchNormalization", {"x", scale, bias, mean, var}, {y, y + ".running_mean", y + ".running_var"},
+          {{"training_mode", Attribute::Int(1)}});
+    return y;
+  };
+  auto silu = [&](const std::string& v) { return b.Add("Mul", {v, b.Unary("Sigmoid", v)}, {v + ".silu"}).outputs[0]; };
+  b.Output(silu(bn("y", b.Initializer("mean", {6}), b.Initializer("var", {6}, true))));
+  const std::string copy = bn("y_recomputed", b.Unary("Neg", scale), b.Unary("Abs", scale));
+  b.Output(silu(copy));
+  b.Add("SiluGrad", {"dy", copy}, {"dact"}).domain = kEdgetrainDomain;
+  b.Add("BatchNormalizationGrad", {"dact", "x", scale}, {"dx", "dscale", "dbias"},
+        {{"epsilon", Attribute::Float(1e-5f)}})
+      .domain = kEdgetrainDomain;
+  for (const char* out : {"dx", "dscale", "dbias"}) b.Output(out);
+  if (gradient_read_twice) b.Output("dact");
+  return b;
+}
+
+// The plain copy of a BatchNormalizationSilu shares its map; SiluGrad goes into BatchNormalizationGrad, its slope taken
+// from X and the map, and the copy's SiLU into its ChannelAffine: the results within float rounding of unfused
+// (ExpectFusion, both kernel backends).
+TEST_F(Fusion, SiluGradientJoinsBatchNormGradAndTheRecomputedSiluItsMap) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 61, -3.0, 3.0)},
+                                               {"dy", RandomFloats({2, 6, 5, 7}, 62)}};
+  const Model model = BatchNormSiluBackward(false).model;
+  ExpectFusion(model, feeds, "BatchNormalizationSilu,ChannelAffine,BatchNormalizationActivationGrad");
+  ExpectFusion(BatchNormSiluBackward(true).model, feeds,
+               "BatchNormalizationSilu,ChannelAffine,Silu,SiluGrad,BatchNormalizationGrad");
+  const std::vector<Node>& nodes = Session(model).model().graph.nodes;
+  EXPECT_EQ(nodes.at(1).GetString("activation", ""), "Silu");
+  EXPECT_EQ(nodes.at(1).inputs.at(1), nodes.at(0).outputs.at(5));
+  EXPECT_EQ(nodes.at(2).GetString("activation", ""), "Silu");
+}
+
+// A training BatchNormalization ("", "Relu", "Clip" or "Silu" after it) feeding a grouped 3x3 Conv, and the backward that
 // generate-artifacts writes for it: the recomputed copy and ConvGrad of dZ at the copy's output. `y_read_elsewhere`
 // makes the normalized Y a graph output too, `copy_read_elsewhere` the copy's.
 ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride, int64_t group,
@@ -697,6 +751,7 @@ ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride,
           {{"training_mode", Attribute::Int(1)}});
     if (activation.empty()) return y;
     if (activation == "Relu") return b.Unary("Relu", y);
+    if (activation == "Silu") return b.Add("Mul", {y, b.Unary("Sigmoid", y)}, {y + ".act"}).outputs[0];
     return b.Add("Clip", {y, "low", "high"}, {y + ".act"}).outputs[0];
   };
   const std::string y = bn("y", b.Initializer("mean", {6}), b.Initializer("var", {6}, true));
@@ -718,9 +773,10 @@ ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride,
 
 // A depthwise Conv and its ConvGrad read the normalized X through the forward's map, which the direct kernels apply as
 // they read each plane: Y and its recomputed copy are never stored, and the results are the same bits as unfused, on
-// both kernel backends. Not where something else reads Y or the copy, nor for an ungrouped Conv.
+// both kernel backends (SiLU within float rounding, as above). Not where something else reads Y or the copy, nor for
+// an ungrouped Conv.
 TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
-  for (const std::string activation : {"", "Relu", "Clip"})
+  for (const std::string activation : {"", "Relu", "Clip", "Silu"})
     for (int64_t stride : {1, 2}) {
       const std::string label = "activation '" + activation + "' stride " + std::to_string(stride);
       const std::map<std::string, Tensor> feeds = {
@@ -742,8 +798,12 @@ TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
         plain.fuse_operators = false;
         const std::vector<Tensor> expected = Session(model, plain).Run(feeds), actual = Session(model).Run(feeds);
         ASSERT_EQ(actual.size(), expected.size());
-        for (size_t k = 0; k < expected.size(); ++k)
-          EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << label << " output " << k;
+        for (size_t k = 0; k < expected.size(); ++k) {
+          if (activation == "Silu")
+            ExpectTensorNear(actual[k], expected[k], 1e-5, label + " output " + std::to_string(k));
+          else
+            EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << label << " output " << k;
+        }
       }
     }
 }
@@ -819,12 +879,12 @@ TEST_F(Fusion, ChannelAffineConvChecksItsMapAndActivation) {
       EXPECT_ERROR(Session(model(grad, {3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
                    node + ": input affine must be float32 [2, 3], got float32 [3]");
       EXPECT_ERROR(Session(model(grad, {2, 3}, "Gelu")).Run(feeds), ErrorCode::kInvalidArgument,
-                   node + ": attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Gelu\"");
+                   node + ": attribute activation must be \"\", \"Relu\", \"Clip\" or \"Silu\", got \"Gelu\"");
     }
   }
 }
 
-// ChannelAffine's map must be X's type and [2, C], its activation none, Relu or Clip: errors naming the node.
+// ChannelAffine's map must be X's type and [2, C], its activation none, Relu, Clip or Silu: errors naming the node.
 TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
   auto model = [](const Shape& affine_shape, const std::string& activation) {
     ModelBuilder b({2, 3, 4, 4});
@@ -851,7 +911,7 @@ TEST_F(Fusion, ChannelAffineChecksItsMapAndActivation) {
                  "float32 [3]");
     EXPECT_ERROR(Session(model({2, 4}, "")).Run(feeds), ErrorCode::kInvalidArgument, "got float32 [2, 4]");
     EXPECT_ERROR(Session(model({2, 3}, "Tanh")).Run(feeds), ErrorCode::kInvalidArgument,
-                 "attribute activation must be \"\", \"Relu\" or \"Clip\", got \"Tanh\"");
+                 "attribute activation must be \"\", \"Relu\", \"Clip\" or \"Silu\", got \"Tanh\"");
     ModelBuilder rank1({3});
     rank1.model.opsets[kEdgetrainDomain] = 1;
     rank1.Add("ChannelAffine", {"x", rank1.Initializer("affine", {2, 3})}, {"y"}).domain = kEdgetrainDomain;
@@ -884,7 +944,7 @@ TEST_F(Fusion, BatchNormalizationActivationGradChecksItsMapAndActivation) {
                  "(ai.edgetrain.BatchNormalizationActivationGrad): input affine must be float32 [2, 3], got float32 "
                  "[3, 2]");
     EXPECT_ERROR(Session(model({2, 3}, "")).Run(feeds), ErrorCode::kInvalidArgument,
-                 "attribute activation must be \"Relu\" or \"Clip\"");
+                 "attribute activation must be \"Relu\", \"Clip\" or \"Silu\"");
   }
 }
 

@@ -51,7 +51,8 @@ OneNode BatchNorm(const Shape& shape, bool training, int64_t opset = 15, size_t 
   return node;
 }
 
-// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds -0.5 and 1, both applied) over BatchNorm.
+// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds -0.5 and 1, both applied) /
+// BatchNormalizationSilu over BatchNorm.
 OneNode BatchNormActivation(const std::string& op, const Shape& shape, bool training) {
   OneNode node = BatchNorm(shape, training);
   node.op = op;
@@ -190,6 +191,14 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return BatchNormActivation("BatchNormalizationClip", {2, 3, 9, 5}, false);
           }),
+      row("BatchNormSiluTrainingLongOddPlanes",
+          [] {
+            return BatchNormActivation("BatchNormalizationSilu", {2, 9, 33, 35}, true);
+          }),
+      row("BatchNormSiluInference",
+          [] {
+            return BatchNormActivation("BatchNormalizationSilu", {2, 3, 9, 5}, false);
+          }),
       // The fast float32 kernels' edges: C not a multiple of 8, batch 1, 1x1 and 7x7 planes, planes longer than
       // their float runs (1024), a mean far from 0 (the sums are taken about a shift).
       row("BatchNormTrainingBatch1Odd",
@@ -238,6 +247,10 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return ChannelAffine({1, 13, 7, 7}, "");
           }),
+      row("ChannelAffineSilu",
+          [] {
+            return ChannelAffine({2, 9, 7, 7}, "Silu");
+          }),
       row("BatchNormReluGrad",
           [] {
             return BatchNormActivationGrad({3, 5, 7, 3}, "Relu");
@@ -245,6 +258,10 @@ std::vector<OpCase> NormBackendCases() {
       row("BatchNormClipGradLongOddPlanes",
           [] {
             return BatchNormActivationGrad({2, 9, 33, 35}, "Clip");
+          }),
+      row("BatchNormSiluGradLongOddPlanes",
+          [] {
+            return BatchNormActivationGrad({2, 9, 33, 35}, "Silu");
           }),
       row("LayerNormLastAxis",
           [] {
@@ -466,6 +483,78 @@ TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
         }
       }
     }
+  }
+}
+
+// BatchNormalizationSilu's kernels on every ISA against the chain in float64: y = silu(xhat * scale + bias), and the
+// backward with dY at SiLU's output (dv = dy * s * (1 + v * (1 - s)), then BatchNormalization's backward of dv).
+// ApplyAffine of the forward's map gives its y again, bit for bit.
+TEST(BatchNormFastKernels, SiluForwardAndGateMatchFloat64OnEveryIsa) {
+  std::vector<batchnorm::Isa> isas = {batchnorm::Isa::kPortable};
+  if (batchnorm::BestIsa() == batchnorm::Isa::kAvx2) isas.push_back(batchnorm::Isa::kAvx2);
+  const double epsilon = 1e-5;
+  for (const Shape& shape : {Shape{1, 13, 7, 7}, Shape{2, 9, 33, 35}, Shape{4, 3, 5, 5}, Shape{3, 10, 1}}) {
+    const int64_t batch = shape[0], channels = shape[1], spatial = NumElements(shape) / (batch * channels);
+    const std::vector<double> xd = Values(RandomTensor(shape, 11, -3.0, 4.0)), dyd = Values(RandomTensor(shape, 12));
+    const std::vector<float> x(xd.begin(), xd.end()), dy(dyd.begin(), dyd.end());
+    const std::vector<double> scale = Values(RandomTensor({channels}, 13, 0.5, 2.5)),
+                              bias = Values(RandomTensor({channels}, 14, -1.0, 1.0));
+    const double count = static_cast<double>(batch * spatial);
+    std::vector<double> z(x.size()), dx(x.size()), dscale(channels), dbias(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      auto index = [&](int64_t n, int64_t i) { return static_cast<size_t>((n * channels + c) * spatial + i); };
+      double mean = 0, var = 0;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t i = 0; i < spatial; ++i) mean += x[index(n, i)] / count;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t i = 0; i < spatial; ++i) var += (x[index(n, i)] - mean) * (x[index(n, i)] - mean) / count;
+      const double inv_std = 1.0 / std::sqrt(var + epsilon);
+      std::vector<double> dv(static_cast<size_t>(batch * spatial)), xhat(dv.size());
+      double sum_dv = 0, sum_dv_xhat = 0;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t i = 0; i < spatial; ++i) {
+          const size_t k = static_cast<size_t>(n * spatial + i);
+          xhat[k] = (x[index(n, i)] - mean) * inv_std;
+          const double v = xhat[k] * scale[c] + bias[c], s = 1.0 / (1.0 + std::exp(-v));
+          z[index(n, i)] = v * s;
+          dv[k] = dy[index(n, i)] * s * (1.0 + v * (1.0 - s));
+          sum_dv += dv[k];
+          sum_dv_xhat += dv[k] * xhat[k];
+        }
+      dscale[c] = sum_dv_xhat;
+      dbias[c] = sum_dv;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t i = 0; i < spatial; ++i) {
+          const size_t k = static_cast<size_t>(n * spatial + i);
+          dx[index(n, i)] = scale[c] * inv_std * (dv[k] - sum_dv / count - xhat[k] * sum_dv_xhat / count);
+        }
+    }
+    const batchnorm::Activation silu{batchnorm::Activation::Kind::kSilu};
+    for (batchnorm::Isa isa : isas)
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        const std::string label = ShapeToString(shape) + (isa == batchnorm::Isa::kAvx2 ? " AVX2" : " portable") +
+                                  " threads " + std::to_string(threads);
+        const size_t c = static_cast<size_t>(channels);
+        std::vector<float> y(x.size()), again(x.size()), affine(2 * c), dx32(x.size());
+        std::vector<double> mean(c), var(c), got_dscale(c), got_dbias(c);
+        batchnorm::TrainingForward(pool, isa, x.data(), y.data(), batch, channels, spatial, scale.data(), bias.data(),
+                                   epsilon, mean.data(), var.data(), silu, affine.data());
+        ExpectNearLargest(y, z, 1e-5, label + " Y");
+        batchnorm::ApplyAffine(pool, isa, x.data(), again.data(), batch, channels, spatial, affine.data(), silu);
+        EXPECT_EQ(again, y) << label;
+        for (bool saved : {false, true}) {
+          std::vector<double> inv_std(c);
+          for (size_t k = 0; k < c; ++k) inv_std[k] = 1.0 / std::sqrt(var[k] + epsilon);
+          batchnorm::TrainingBackward(pool, isa, dy.data(), x.data(), dx32.data(), batch, channels, spatial,
+                                      scale.data(), saved ? mean.data() : nullptr, saved ? inv_std.data() : nullptr,
+                                      epsilon, got_dscale.data(), got_dbias.data(), affine.data(), silu);
+          const std::string grad_label = label + (saved ? " saved statistics" : " recomputed statistics");
+          ExpectNearLargest(dx32, dx, 2e-5, grad_label + " dX");
+          ExpectNearLargest(got_dscale, dscale, 2e-5, grad_label + " dScale");
+          ExpectNearLargest(got_dbias, dbias, 2e-5, grad_label + " dBias");
+        }
+      }
   }
 }
 

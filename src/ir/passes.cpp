@@ -207,14 +207,15 @@ size_t FuseSilu(Graph& graph) {
   return rewriter.Finish();
 }
 
-size_t FuseBatchNormActivation(Graph& graph) {
+size_t FuseBatchNormActivation(Graph& graph, bool silu_kernel) {
   Rewriter rewriter(graph);
   size_t fused = 0;
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const Node& act = graph.nodes[k];
-    const bool relu = act.op_type == "Relu", clip = act.op_type == "Clip";
-    if (!act.domain.empty() || !(relu || clip) || act.inputs.empty() || act.outputs.size() != 1 ||
-        (relu && act.inputs.size() != 1) || act.inputs.size() > 3 || act.HasAttr("min") || act.HasAttr("max"))
+    const bool relu = act.domain.empty() && act.op_type == "Relu", clip = act.domain.empty() && act.op_type == "Clip";
+    const bool silu = silu_kernel && act.domain == kEdgetrainDomain && act.op_type == "Silu";
+    if (!(relu || clip || silu) || act.inputs.empty() || act.outputs.size() != 1 ||
+        (!clip && act.inputs.size() != 1) || act.inputs.size() > 3 || act.HasAttr("min") || act.HasAttr("max"))
       continue;
     bool bounds_ready = true;  // made before the BatchNormalization runs, which takes the Clip's place
     for (size_t i = 1; i < act.inputs.size(); ++i)
@@ -226,7 +227,7 @@ size_t FuseBatchNormActivation(Graph& graph) {
         !(bn->HasAttr("training_mode") || bn->outputs.size() == 1))
       continue;
     bn->domain = kEdgetrainDomain;
-    bn->op_type = relu ? "BatchNormalizationRelu" : "BatchNormalizationClip";
+    bn->op_type = relu ? "BatchNormalizationRelu" : clip ? "BatchNormalizationClip" : "BatchNormalizationSilu";
     bn->opset = 1;  // the model need not import ai.edgetrain
     bn->attributes["training_mode"] = Attribute::Int(bn->GetInt("training_mode", 0));
     bn->attributes.erase("spatial");
@@ -242,20 +243,31 @@ size_t FuseBatchNormActivation(Graph& graph) {
   return fused;
 }
 
+namespace {
+
+// The activation of BatchNormalization's fused forms as ChannelAffine's attribute names it ("" for the plain op).
+std::string BatchNormActivation(const Node& n) {
+  if (n.domain != kEdgetrainDomain) return "";
+  if (n.op_type == "BatchNormalizationRelu") return "Relu";
+  if (n.op_type == "BatchNormalizationClip") return "Clip";
+  if (n.op_type == "BatchNormalizationSilu") return "Silu";
+  return "";
+}
+
+}  // namespace
+
 size_t ShareBatchNormAffine(Graph& graph) {
   auto is_training_batch_norm = [](const Node& n) {
-    const bool family = n.domain.empty() ? n.op_type == "BatchNormalization"
-                                         : n.domain == kEdgetrainDomain && (n.op_type == "BatchNormalizationRelu" ||
-                                                                             n.op_type == "BatchNormalizationClip");
+    const bool family = (n.domain.empty() && n.op_type == "BatchNormalization") || !BatchNormActivation(n).empty();
     return family && n.GetInt("training_mode", 0) == 1 && n.GetInt("spatial", 1) == 1 && n.inputs.size() >= 3 &&
            !n.outputs.empty() && !n.outputs[0].empty() && n.outputs.size() <= 3;
   };
-  // What a copy must share with the original: op, X, scale, B, the Clip bounds and epsilon.
+  // What a copy must share with the original: X, scale, B and epsilon. The map is taken before the activation, so
+  // the copy may apply another one (a plain copy of a BatchNormalizationSilu feeds SiluGrad).
   auto key = [](const Node& n) {
     const uint32_t epsilon = std::bit_cast<uint32_t>(n.GetFloat("epsilon", 1e-5f));
-    std::string k = n.domain + "/" + n.op_type + "/" + std::to_string(epsilon);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (i < 3 || i > 4) k += "\n" + n.inputs[i];
+    std::string k = std::to_string(epsilon);
+    for (size_t i = 0; i < 3; ++i) k += "\n" + n.inputs[i];
     return k;
   };
   Rewriter rewriter(graph);
@@ -280,12 +292,12 @@ size_t ShareBatchNormAffine(Graph& graph) {
     rewriter.AddRead(original.outputs[5]);
     std::vector<std::string> inputs = {node.inputs[0], original.outputs[5]};
     inputs.insert(inputs.end(), node.inputs.begin() + std::min<size_t>(5, node.inputs.size()), node.inputs.end());
-    const bool relu = node.op_type == "BatchNormalizationRelu", clip = node.op_type == "BatchNormalizationClip";
+    const std::string activation = BatchNormActivation(node);
     node.domain = kEdgetrainDomain;
     node.op_type = "ChannelAffine";
     node.opset = 1;
     node.attributes.clear();
-    if (relu || clip) node.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
+    if (!activation.empty()) node.attributes["activation"] = Attribute::String(activation);
     node.inputs = std::move(inputs);
     node.outputs.resize(1);
     ++shared;
@@ -306,11 +318,14 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
       continue;
     const bool relu = activation_grad->op_type == "ReluGrad" && activation_grad->inputs.size() == 2;
     const bool clip = activation_grad->op_type == "ClipGrad" && activation_grad->inputs.size() == 4;
-    if (!relu && !clip) continue;
+    const bool silu = activation_grad->op_type == "SiluGrad" && activation_grad->inputs.size() == 2;
+    if (!relu && !clip && !silu) continue;
+    // ReluGrad and ClipGrad read the activation's output, SiluGrad its input (a ChannelAffine without activation).
+    const std::string activation = relu ? "Relu" : clip ? "Clip" : "Silu";
     const Node* affine = rewriter.Producer(activation_grad->inputs[1]);
     if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
         affine->inputs.size() < 2 || affine->inputs[0] != grad.inputs[1] ||
-        affine->GetString("activation", "") != (relu ? "Relu" : "Clip"))
+        affine->GetString("activation", "") != (silu ? "" : activation))
       continue;
     std::vector<std::string> inputs = {activation_grad->inputs[0], grad.inputs[1], grad.inputs[2], affine->inputs[1]};
     if (clip) {
@@ -326,7 +341,28 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
     grad.op_type = "BatchNormalizationActivationGrad";
     grad.opset = 1;
     grad.inputs = std::move(inputs);
-    grad.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
+    grad.attributes["activation"] = Attribute::String(activation);
+    ++fused;
+  }
+  rewriter.Finish();
+  return fused;
+}
+
+size_t FuseSiluIntoChannelAffine(Graph& graph) {
+  Rewriter rewriter(graph);
+  size_t fused = 0;
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node& silu = graph.nodes[k];
+    if (silu.domain != kEdgetrainDomain || silu.op_type != "Silu" || silu.inputs.size() != 1 ||
+        silu.outputs.size() != 1 || rewriter.Reads(silu.inputs[0]) != 1)
+      continue;
+    Node* affine = rewriter.Producer(silu.inputs[0]);
+    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
+        affine->outputs.size() != 1 || !affine->GetString("activation", "").empty())
+      continue;
+    affine->attributes["activation"] = Attribute::String("Silu");
+    affine->outputs[0] = silu.outputs[0];
+    rewriter.Remove(silu);
     ++fused;
   }
   rewriter.Finish();
@@ -418,9 +454,9 @@ size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
     Node* bn = rewriter.Producer(conv.inputs[0]);
     if (!bn || bn->outputs.size() < 6 || bn->outputs[5].empty() || bn->outputs[0] != conv.inputs[0]) continue;
     const bool plain = bn->domain.empty() && bn->op_type == "BatchNormalization";
-    const bool relu = bn->domain == kEdgetrainDomain && bn->op_type == "BatchNormalizationRelu";
-    const bool clip = bn->domain == kEdgetrainDomain && bn->op_type == "BatchNormalizationClip";
-    if (!plain && !relu && !clip) continue;
+    const std::string activation = BatchNormActivation(*bn);
+    const bool clip = activation == "Clip";
+    if (!plain && activation.empty()) continue;
     std::vector<std::string> inputs = {bn->inputs[0], conv.inputs[1], conv.inputs.size() > 2 ? conv.inputs[2] : "",
                                        bn->outputs[5]};
     if (clip)
@@ -433,7 +469,7 @@ size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
     conv.op_type = "ChannelAffineConv";
     conv.opset = 1;
     conv.inputs = std::move(inputs);
-    if (relu || clip) conv.attributes["activation"] = Attribute::String(relu ? "Relu" : "Clip");
+    if (!activation.empty()) conv.attributes["activation"] = Attribute::String(activation);
     ++folded;
   }
   rewriter.Finish();

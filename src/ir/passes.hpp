@@ -51,23 +51,30 @@ size_t FuseReluIntoProducers(Graph& graph, bool into_conv = true, bool into_gemm
 // nothing but the Mul reads the Sigmoid's output. Returns the number of fusions.
 size_t FuseSilu(Graph& graph);
 
-// Replaces Relu(Y) and Clip(Y, min, max) (opset 11+: bounds as inputs, each absent or an input or initializer of
-// the graph) of the Y of a BatchNormalization (spatial, with a training_mode attribute or one output, at most three
-// outputs) that nothing else reads by ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds
-// its inputs 5 and 6): the activation is applied as the normalized values are written. Returns the count.
-size_t FuseBatchNormActivation(Graph& graph);
+// Replaces Relu(Y), Clip(Y, min, max) (opset 11+: bounds as inputs, each absent or an input or initializer of
+// the graph) and, with `silu_kernel`, ai.edgetrain Silu(Y) of the Y of a BatchNormalization (spatial, with a
+// training_mode attribute or one output, at most three outputs) that nothing else reads by ai.edgetrain
+// BatchNormalizationRelu / BatchNormalizationClip (Clip's bounds its inputs 5 and 6) / BatchNormalizationSilu: the
+// activation is applied as the normalized values are written. Returns the count.
+size_t FuseBatchNormActivation(Graph& graph, bool silu_kernel = true);
 
-// A training-mode BatchNormalization (or its Relu and Clip forms) that a later copy of it recomputes (the same op,
-// X, scale, B, activation bounds and epsilon; the copy's running statistics unread, as generate-artifacts' recompute
-// writes it) gains output 5, the affine map it applied, and the copy becomes ai.edgetrain.ChannelAffine of X and
-// that map: the same bits without the copy's statistics pass. Returns how many copies were replaced.
+// A training-mode BatchNormalization (or its Relu, Clip and Silu forms) that a later copy of it recomputes (the same
+// X, scale, B and epsilon; the copy's running statistics unread, as generate-artifacts' recompute writes it) gains
+// output 5, the affine map it applied before its activation, and the copy becomes ai.edgetrain.ChannelAffine of X
+// and that map with the copy's own activation (and bounds): the same bits without the copy's statistics pass.
+// Returns how many copies were replaced.
 size_t ShareBatchNormAffine(Graph& graph);
 
 // ai.edgetrain BatchNormalizationGrad(ReluGrad(dY, Y) or ClipGrad(dY, Y, min, max), X, scale), where only it reads
 // the activation's gradient and Y is ChannelAffine(X, affine) with that activation (and those bounds), becomes
 // ai.edgetrain.BatchNormalizationActivationGrad(dY, X, scale, affine[, min, max]): the activation's mask is taken
-// from X and the map, without a pass of its own. Returns the count.
+// from X and the map, without a pass of its own. The same for SiluGrad(dY, V), V = ChannelAffine(X, affine) without
+// an activation (SiLU's gradient reads its input). Returns the count.
 size_t FuseActivationGradIntoBatchNormGrad(Graph& graph);
+
+// ai.edgetrain Silu(V), V = ChannelAffine(X, affine) without an activation read only by it, becomes
+// ChannelAffine(X, affine) with activation "Silu": one pass instead of two. Returns the count.
+size_t FuseSiluIntoChannelAffine(Graph& graph);
 
 // Dropout that drops nothing (ratio a constant 0, or training_mode absent or a constant false; no seed) becomes
 // Identity, and so does each ai.edgetrain DropoutGrad of its mask that drops nothing; not when anything else reads
@@ -77,7 +84,7 @@ size_t RemoveDropoutsThatDropNothing(Graph& graph);
 // Grouped convolutions (depthwise: the direct kernels) read a training BatchNormalization's output through its map:
 // ai.edgetrain ConvGrad(dY, ChannelAffine(X, affine[, min, max]), W), where only it reads the mapped X, becomes
 // ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]); Conv(Y, W[, B]), where Y is output 0 of a
-// BatchNormalization (or its Relu/Clip form) with the map output 5 and only the Conv reads Y, becomes
+// BatchNormalization (or its Relu/Clip/Silu form) with the map output 5 and only the Conv reads Y, becomes
 // ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]) and Y is no longer computed. The kernels apply the
 // map as they read X. Returns the count.
 size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/threading.hpp"
+#include "ops/vector_math.hpp"
 
 namespace edgetrain::batchnorm {
 
@@ -16,10 +17,11 @@ enum class Isa { kPortable, kAvx2 };
 // kAvx2 on x86-64 with an AVX2/FMA CPU, else kPortable. Asking for kAvx2 elsewhere runs kPortable.
 Isa BestIsa();
 
-// An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu and
-// BatchNormalizationClip): Relu as v > 0 ? v : 0, Clip as min(max(v, low), high), as those kernels compute them.
+// An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu,
+// BatchNormalizationClip and BatchNormalizationSilu): Relu as v > 0 ? v : 0, Clip as min(max(v, low), high), as those
+// kernels compute them, and SiLU as v * vector_math::SigmoidOne(v).
 struct Activation {
-  enum class Kind { kNone, kRelu, kClip } kind = Kind::kNone;
+  enum class Kind { kNone, kRelu, kClip, kSilu } kind = Kind::kNone;
   float low = 0, high = 0;  // kClip's bounds
 };
 
@@ -49,6 +51,13 @@ inline __attribute__((always_inline)) void AffineRow(const float* x, float* y, i
       }
       break;
     }
+    case Activation::Kind::kSilu:
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = x[i] * a + b;
+        y[i] = v * vector_math::SigmoidOne(v);
+      }
+      break;
   }
 }
 
@@ -67,7 +76,8 @@ void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t
 // dX, dScale, dBias of TrainingForward for dY. saved_mean and saved_inv_std (1 / sqrt(var + epsilon)) are
 // the forward's statistics, or both null to recompute them from X with `epsilon`. With a `gated` activation, dY is
 // the gradient of its output: it passes where the activation passes x * a + b (TrainingForward's `affine`, computed
-// as TrainingForward computes it), so that the activation's own gradient needs no pass of its own.
+// as TrainingForward computes it), or for SiLU is scaled by its slope there, so that the activation's own gradient
+// needs no pass of its own.
 void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float* x, float* dx, int64_t batch,
                       int64_t channels, int64_t spatial, const double* scale, const double* saved_mean,
                       const double* saved_inv_std, double epsilon, double* dscale, double* dbias,

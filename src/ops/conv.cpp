@@ -1342,9 +1342,15 @@ struct DepthwisePlanes {
   int64_t Tap(int64_t i, int64_t j) const { return (j % stride) * rows * phase_w + j / stride + i * phase_w; }
 };
 
+// Per thread: dY's padded rows (or the forward's output row), the phases, and the mapped input plane (MappedPlane).
 int64_t DepthwiseScratch(const ConvGeometry& g) {
   const DepthwisePlanes p(g);
-  return g.output[0] * p.ow8 + p.PhaseFloats() + p.ow8;
+  return g.output[0] * p.ow8 + p.PhaseFloats() + p.ow8 + g.InputSize();
+}
+
+// Where FillPhases maps a plane: after the regions the passes use for dY rows and the phases.
+float* MappedPlane(const ConvGeometry& g, const DepthwisePlanes& p, float* scratch) {
+  return scratch + g.output[0] * p.ow8 + p.PhaseFloats() + p.ow8;
 }
 
 // Phase q's columns k in [first, last) hold input columns k * stride + q - left in [0, width).
@@ -1357,12 +1363,16 @@ struct PhaseColumns {
   }
 };
 
-// Inlined into each ISA's kernels, so that a map is applied with that ISA's arithmetic (batchnorm::AffineRow).
+// Inlined into each ISA's kernels, so that a map is applied with that ISA's arithmetic (batchnorm::AffineRow). The
+// map goes over the whole plane into `mapped` first: rows of 7 or 14 columns would leave SiLU's exp mostly scalar.
 inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p,
                                                       const float* plane, float* phases, int64_t c = 0,
-                                                      const PlaneMap& map = {}) {
+                                                      const PlaneMap& map = {}, float* mapped = nullptr) {
   const int64_t h = g.input[0], w = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
-  const float a = map.Applies() ? map.affine[c] : 1.0f, b = map.Applies() ? map.affine[g.in_channels + c] : 0.0f;
+  if (map.Applies()) {
+    batchnorm::AffineRow(plane, mapped, h * w, map.affine[c], map.affine[g.in_channels + c], map.activation);
+    plane = mapped;
+  }
   for (int64_t q = 0; q < p.stride; ++q) {
     const PhaseColumns cols(p, q, left, w);
     for (int64_t r = 0; r < p.rows; ++r) {
@@ -1375,19 +1385,11 @@ inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, con
       const float* from = plane + iy * w + q - left;
       std::fill(to, to + cols.first, 0.0f);
       if (p.stride == 1) {
-        if (map.Applies()) {
-          batchnorm::AffineRow(from + cols.first, to + cols.first, cols.last - cols.first, a, b, map.activation);
-        } else {
-          std::copy(from + cols.first, from + cols.last, to + cols.first);
-        }
+        std::copy(from + cols.first, from + cols.last, to + cols.first);
+      } else if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
+        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * 2];
       } else {
-        if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
-          for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * 2];
-        } else {
-          for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
-        }
-        if (map.Applies())
-          batchnorm::AffineRow(to + cols.first, to + cols.first, cols.last - cols.first, a, b, map.activation);
+        for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
       }
       std::fill(to + cols.last, to + p.phase_w, 0.0f);
     }
@@ -1437,7 +1439,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
   float* row = scratch + p.PhaseFloats();
-  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
@@ -1518,7 +1520,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeome
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
-    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + p.Tap(i, j);
@@ -1549,7 +1551,7 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
   float* row = scratch + p.PhaseFloats();
-  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
+  FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
@@ -1610,7 +1612,7 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
   double sums[49] = {};
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
-    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map);
+    FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + p.Tap(i, j);

@@ -13,6 +13,7 @@
 
 #include "core/kernel_backend.hpp"
 #include "core/cpu_features.hpp"
+#include "ops/activation_util.hpp"
 #include "ops/attributes.hpp"
 #include "ops/batchnorm_fast.hpp"
 #include "ops/function_builder.hpp"
@@ -240,7 +241,8 @@ ET_BN_INLINE void AddMoments(const float* x, int64_t count, float shift, double&
 }
 
 // dY through the activation that followed the normalization: dy where the activation passes v = x * a + b
-// (computed as the forward computes it), else 0. `gate` holds a, b and Clip's bounds.
+// (computed as the forward computes it), else 0; for SiLU, dy times its slope s * (1 + v * (1 - s)), s = sigmoid(v).
+// `gate` holds a, b and Clip's bounds.
 struct Gate {
   float a = 0, b = 0, low = 0, high = 0;
 };
@@ -251,14 +253,23 @@ ET_BN_INLINE float Gated(float dy, float x, const Gate& gate) {
   } else {
     const float v = x * gate.a + gate.b;
     if constexpr (kKind == Activation::Kind::kRelu) return v > 0.0f ? dy : 0.0f;
+    if constexpr (kKind == Activation::Kind::kSilu) {
+      const float s = vector_math::SigmoidOne(v);
+      return dy * (s * (1.0f + v * (1.0f - s)));
+    }
     return v > gate.low && v < gate.high ? dy : 0.0f;
   }
 }
 
-// The above and sum(dy), sum(dy * (x - shift)), dy gated.
+// SiLU's gated dY costs an exp: the moments pass stores it (in dX) for the pass that writes dX.
 template <Activation::Kind kKind>
-ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, int64_t count, float shift, const Gate& gate,
-                                         double& shifted, double& squares, double& g, double& g_shifted) {
+constexpr bool kStoresGated = kKind == Activation::Kind::kSilu;
+
+// The above and sum(dy), sum(dy * (x - shift)), dy gated (and stored in `gated_out` where kStoresGated).
+template <Activation::Kind kKind>
+ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, float* gated_out, int64_t count, float shift,
+                                         const Gate& gate, double& shifted, double& squares, double& g,
+                                         double& g_shifted) {
   for (int64_t run = 0; run < count; run += kRun) {
     const int64_t end = std::min(count, run + kRun);
     float a = 0, b = 0, p = 0, q = 0;
@@ -266,6 +277,7 @@ ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, int64_
     for (int64_t i = run; i < end; ++i) {
       const float d = x[i] - shift;
       const float gated = Gated<kKind>(dy[i], x[i], gate);
+      if constexpr (kStoresGated<kKind>) gated_out[i] = gated;
       a += d;
       b += d * d;
       p += gated;
@@ -337,7 +349,8 @@ ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const flo
     double shifted = 0, squares = 0, sum_dy = 0, dy_shifted = 0;
     for (int64_t n = 0; n < g.batch; ++n) {
       const int64_t at = first + n * stride;
-      AddMomentsWithGradient<kKind>(x + at, dy + at, g.spatial, shift, gate, shifted, squares, sum_dy, dy_shifted);
+      AddMomentsWithGradient<kKind>(x + at, dy + at, dx + at, g.spatial, shift, gate, shifted, squares, sum_dy,
+                                    dy_shifted);
     }
     const double offset = shifted / count;
     const double mean = saved_mean ? saved_mean[c] : shift + offset;
@@ -357,8 +370,15 @@ ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const flo
       const float* x_run = x + at;
       float* dx_run = dx + at;
 #pragma omp simd
-      for (int64_t i = 0; i < g.spatial; ++i)
-        dx_run[i] = Gated<kKind>(dy_run[i], x_run[i], gate) * a + ((x_run[i] - mean_f) * p + k);
+      for (int64_t i = 0; i < g.spatial; ++i) {
+        float gated;
+        if constexpr (kStoresGated<kKind>) {
+          gated = dx_run[i];
+        } else {
+          gated = Gated<kKind>(dy_run[i], x_run[i], gate);
+        }
+        dx_run[i] = gated * a + ((x_run[i] - mean_f) * p + k);
+      }
     }
   }
 }
@@ -387,6 +407,9 @@ ET_BN_INLINE void BackwardGatedChannels(const Geometry& g, const float* dy, cons
                                                        affine, gated, dscale, dbias, begin, end);
     case Activation::Kind::kClip:
       return BackwardChannels<Activation::Kind::kClip>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
+                                                       affine, gated, dscale, dbias, begin, end);
+    case Activation::Kind::kSilu:
+      return BackwardChannels<Activation::Kind::kSilu>(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon,
                                                        affine, gated, dscale, dbias, begin, end);
   }
 }
@@ -505,16 +528,40 @@ struct OutputActivation {
     return {kind, static_cast<float>(low), static_cast<float>(high)};
   }
 
-  // y = activation(y) over n values, as the Relu and Clip kernels compute it.
+  // y = activation(y) over n values, as the Relu, Clip and (reference) Silu kernels compute it.
   template <typename T>
   void Apply(ThreadPool& threads, T* y, int64_t n) const {
     if (kind == batchnorm::Activation::Kind::kNone) return;
     const T lo = static_cast<T>(low), hi = static_cast<T>(high);
-    const bool relu = kind == batchnorm::Activation::Kind::kRelu;
     threads.ParallelFor(n, 16384, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = relu ? (y[i] > T(0) ? y[i] : T(0)) : std::min(std::max(y[i], lo), hi);
+      for (int64_t i = begin; i < end; ++i) y[i] = Of(y[i], lo, hi);
     });
+  }
+
+  template <typename T>
+  T Of(T v, T lo, T hi) const {
+    switch (kind) {
+      case batchnorm::Activation::Kind::kRelu: return v > T(0) ? v : T(0);
+      case batchnorm::Activation::Kind::kClip: return std::min(std::max(v, lo), hi);
+      case batchnorm::Activation::Kind::kSilu: return v * Sigmoid(v);
+      case batchnorm::Activation::Kind::kNone: break;
+    }
+    return v;
+  }
+
+  // dY at the activation's input v from dY at its output.
+  template <typename T>
+  T Gradient(T dy, T v, T lo, T hi) const {
+    switch (kind) {
+      case batchnorm::Activation::Kind::kRelu: return v > T(0) ? dy : T(0);
+      case batchnorm::Activation::Kind::kClip: return v > lo && v < hi ? dy : T(0);
+      case batchnorm::Activation::Kind::kSilu: {
+        const T s = Sigmoid(v);
+        return dy * (s * (T(1) + v * (T(1) - s)));
+      }
+      case batchnorm::Activation::Kind::kNone: break;
+    }
+    return dy;
   }
 };
 
@@ -526,13 +573,16 @@ void CheckAffineMap(const Node& node, const Tensor& affine, const Tensor& x) {
            " [2, ", x.dim(1), "], got ", DataTypeName(affine.dtype()), " ", ShapeToString(affine.shape()));
 }
 
-// Their attribute `activation`: "" (none, the default), "Relu" or "Clip".
+// Their attribute `activation`: "" (none, the default), "Relu", "Clip" or "Silu".
 batchnorm::Activation::Kind ActivationAttribute(const Node& node) {
+  using Kind = batchnorm::Activation::Kind;
   const std::string name = node.GetString("activation", "");
-  ET_CHECK(name.empty() || name == "Relu" || name == "Clip", ErrorCode::kInvalidArgument, node.Describe(),
-           ": attribute activation must be \"\", \"Relu\" or \"Clip\", got \"", name, "\"");
-  return name.empty() ? batchnorm::Activation::Kind::kNone
-                      : name == "Relu" ? batchnorm::Activation::Kind::kRelu : batchnorm::Activation::Kind::kClip;
+  if (name.empty()) return Kind::kNone;
+  if (name == "Relu") return Kind::kRelu;
+  if (name == "Clip") return Kind::kClip;
+  ET_CHECK(name == "Silu", ErrorCode::kInvalidArgument, node.Describe(),
+           ": attribute activation must be \"\", \"Relu\", \"Clip\" or \"Silu\", got \"", name, "\"");
+  return Kind::kSilu;
 }
 
 void BatchNormalizationCompute(KernelContext& ctx, batchnorm::Activation::Kind activation_kind) {
@@ -736,12 +786,7 @@ void BatchNormalizationBackwardGated(KernelContext& ctx, bool saved_statistics, 
         const T mean_t = static_cast<T>(mean);
         // dY gated as ApplyChannelAffine and OutputActivation::Apply compute the activation's input and output.
         const T a = gate ? affine[c] : T(0), b = gate ? affine[channels + c] : T(0);
-        const auto gated_dy = [&](T d, T v) {
-          if (!gate) return d;
-          const T y = v * a + b;
-          const bool passes = activation.kind == batchnorm::Activation::Kind::kRelu ? y > T(0) : y > low && y < high;
-          return passes ? d : T(0);
-        };
+        const auto gated_dy = [&](T d, T v) { return gate ? activation.Gradient(d, v * a + b, low, high) : d; };
         CenteredSums sums;
         ForEachChannelRun(c, batch, channels, spatial, [&](int64_t run) {
           const T* dy_run = dyp + run;
@@ -782,13 +827,13 @@ void BatchNormalizationBackward(KernelContext& ctx, bool saved_statistics) {
 namespace {
 
 // ai.edgetrain.BatchNormalizationActivationGrad(dY, X, scale, affine[, min, max]; epsilon, activation) ->
-// (dX, dScale, dBias): BatchNormalizationGrad of ReluGrad or ClipGrad of dY, the activation's mask taken from X and
-// the map its BatchNormalization applied (output 5) instead of from its output. Made only inside sessions
-// (FuseActivationGradIntoBatchNormGrad).
+// (dX, dScale, dBias): BatchNormalizationGrad of ReluGrad, ClipGrad or SiluGrad of dY, the activation's input taken
+// from X and the map its BatchNormalization applied (output 5) instead of from its output or a copy. Made only inside
+// sessions (FuseActivationGradIntoBatchNormGrad).
 void BatchNormalizationActivationGradKernel(KernelContext& ctx) {
   const batchnorm::Activation::Kind kind = ActivationAttribute(ctx.node());
   ET_CHECK(kind != batchnorm::Activation::Kind::kNone, ErrorCode::kInvalidArgument, ctx.node().Describe(),
-           ": attribute activation must be \"Relu\" or \"Clip\"");
+           ": attribute activation must be \"Relu\", \"Clip\" or \"Silu\"");
   BatchNormalizationBackwardGated(ctx, false, kind);
 }
 
@@ -895,9 +940,12 @@ void BatchNormalizationGradient(GradientContext& g) {
   }
 }
 
-// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip in standard ops: BatchNormalization, then Relu or
-// Clip(Y, min, max) on its Y. Sessions fuse the pairs (ir/passes.hpp FuseBatchNormActivation).
-std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const std::string& name, bool clip) {
+// ai.edgetrain BatchNormalizationRelu / BatchNormalizationClip / BatchNormalizationSilu in standard ops:
+// BatchNormalization, then Relu, Clip(Y, min, max) or Y * Sigmoid(Y) on its Y. Sessions fuse the pairs
+// (ir/passes.hpp FuseBatchNormActivation).
+std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const std::string& name,
+                                                                         batchnorm::Activation::Kind kind) {
+  const bool clip = kind == batchnorm::Activation::Kind::kClip;
   std::vector<std::string> inputs = {"X", "scale", "B", "input_mean", "input_var"};
   if (clip) inputs.insert(inputs.end(), {"min", "max"});
   FunctionBuilder f(name, inputs, {"Y", "running_mean", "running_var"}, {"epsilon", "momentum", "training_mode"});
@@ -907,10 +955,13 @@ std::shared_ptr<const FunctionDef> BatchNormalizationActivationFunction(const st
              {{"epsilon", Attribute::Ref(Attribute::Kind::kFloat, "epsilon")},
               {"momentum", Attribute::Ref(Attribute::Kind::kFloat, "momentum")},
               {"training_mode", Attribute::Ref(Attribute::Kind::kInt, "training_mode")}});
-  if (clip)
+  if (clip) {
     f.Op("Clip", {normalized, "min", "max"}, "Y");
-  else
+  } else if (kind == batchnorm::Activation::Kind::kSilu) {
+    f.Op("Mul", {normalized, f.Op("Sigmoid", {normalized}, "sigmoid")}, "Y");
+  } else {
     f.Op("Relu", {normalized}, "Y");
+  }
   return f.Build();
 }
 
@@ -923,12 +974,17 @@ void RegisterBatchNormalization(OpRegistry& r) {
   WithAttributes<BatchNormAttributes>(RegisterFused(
       r, "BatchNormalizationRelu",
       [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kRelu); },
-      BatchNormalizationActivationFunction("BatchNormalizationRelu", false)));
+      BatchNormalizationActivationFunction("BatchNormalizationRelu", batchnorm::Activation::Kind::kRelu)));
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationClip")
   WithAttributes<BatchNormAttributes>(RegisterFused(
       r, "BatchNormalizationClip",
       [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kClip); },
-      BatchNormalizationActivationFunction("BatchNormalizationClip", true)));
+      BatchNormalizationActivationFunction("BatchNormalizationClip", batchnorm::Activation::Kind::kClip)));
+  ET_IF_BUILT("ai.edgetrain", "BatchNormalizationSilu")
+  WithAttributes<BatchNormAttributes>(RegisterFused(
+      r, "BatchNormalizationSilu",
+      [](KernelContext& ctx) { BatchNormalizationCompute(ctx, batchnorm::Activation::Kind::kSilu); },
+      BatchNormalizationActivationFunction("BatchNormalizationSilu", batchnorm::Activation::Kind::kSilu)));
   ET_IF_BUILT("ai.edgetrain", "BatchNormalizationGrad")
   RegisterFused(r, "BatchNormalizationGrad", BatchNormalizationGradKernel,
                 ET_TRAINING_BODY(BatchNormalizationGradFunction()));

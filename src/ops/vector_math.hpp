@@ -1,8 +1,9 @@
-// Vectorised float32 erf and exp for the Erf and Exp kernels. Each has an AVX2 path and a portable
+// Vectorised float32 erf and exp for the Erf and Exp kernels, and a sigmoid for fused loops. Each has an AVX2 path and a portable
 // path written for the auto-vectoriser (NEON, WASM SIMD128) that evaluates the same polynomials;
 // the reference kernels (libm) stay the oracle. erf is within 2 ulp of the exact value, exp within 2.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 
@@ -80,6 +81,32 @@ inline float ErfOne(float x) {
 }
 
 }  // namespace detail
+
+// Sigmoid(v) split by sign as the reference does: e = exp(-|v|) (Cephes' polynomial, -|v| clamped at -87.3 so that
+// 2^n stays a normal float), then 1 / (1 + e), times e below 0. Written for the auto-vectoriser (omp simd loops).
+inline float SigmoidOne(float v) {
+  using namespace detail;
+  const uint32_t bits = Bits(v), mag = bits & ~kSignBit;
+  // The clamp as an integer min: a select there lets GCC thread the constant case into a branch.
+  const float t = Float(std::min(mag, Bits(87.3f)) | kSignBit);
+  const float shifted = t * kLog2e + kRoundMagic;
+  const float n = shifted - kRoundMagic;
+  const int32_t ni = static_cast<int32_t>(Bits(shifted) - Bits(kRoundMagic));
+  float r = t - n * kLn2High;
+  r = r - n * kLn2Low;
+  float p = kExpPoly[0] * r + kExpPoly[1];  // unrolled by hand: a loop here keeps GCC -O2 from vectorising callers
+  p = p * r + kExpPoly[2];
+  p = p * r + kExpPoly[3];
+  p = p * r + kExpPoly[4];
+  p = p * r + kExpPoly[5];
+  p = p * r * r + (r + 1.0f);
+  const float e = p * Float(static_cast<uint32_t>(ni + 127) << 23);
+  const float s = 1.0f / (1.0f + e);
+  // Selects as bit masks: GCC sinks a multiply under a ternary into a branch, which keeps the loop scalar.
+  const uint32_t negative = 0u - (bits >> 31), nan = 0u - static_cast<uint32_t>(mag > kInfBits);
+  const uint32_t sigmoid = (Bits(e * s) & negative) | (Bits(s) & ~negative);
+  return Float((bits & nan) | (sigmoid & ~nan));
+}
 
 // y[i] = erf(x[i]) / exp(x[i]) for i in [0, n), portable code.
 inline void ErfRangePortable(const float* x, float* y, int64_t n) {

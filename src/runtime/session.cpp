@@ -946,10 +946,11 @@ Session::Session(Model model, SessionOptions options)
     if (ops.Find(kEdgetrainDomain, "Silu", 1)) FuseSilu(model_.graph);
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationRelu", 1) &&
         ops.Find(kEdgetrainDomain, "BatchNormalizationClip", 1))
-      FuseBatchNormActivation(model_.graph);
+      FuseBatchNormActivation(model_.graph, ops.Find(kEdgetrainDomain, "BatchNormalizationSilu", 1) != nullptr);
     if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) ShareBatchNormAffine(model_.graph);
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1))
       FuseActivationGradIntoBatchNormGrad(model_.graph);
+    if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) FuseSiluIntoChannelAffine(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ChannelAffineConv", 1) && ops.Find(kEdgetrainDomain, "ChannelAffineConvGrad", 1))
       FoldChannelAffineIntoDepthwiseConv(model_.graph);
   }
