@@ -727,7 +727,8 @@ TEST_F(Fusion, SiluGradientJoinsBatchNormGradAndTheRecomputedSiluItsMap) {
   ExpectFusion(model, feeds, "BatchNormalizationSilu,ChannelAffine,BatchNormalizationActivationGrad");
   ExpectFusion(BatchNormSiluBackward(true).model, feeds,
                "BatchNormalizationSilu,ChannelAffine,Silu,SiluGrad,BatchNormalizationGrad");
-  const std::vector<Node>& nodes = Session(model).model().graph.nodes;
+  const Session fused(model);
+  const std::vector<Node>& nodes = fused.model().graph.nodes;
   EXPECT_EQ(nodes.at(1).GetString("activation", ""), "Silu");
   EXPECT_EQ(nodes.at(1).inputs.at(1), nodes.at(0).outputs.at(5));
   EXPECT_EQ(nodes.at(2).GetString("activation", ""), "Silu");
@@ -806,6 +807,76 @@ TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
         }
       }
     }
+}
+
+// The gradient at a squeeze-excitation block's input as generate-artifacts writes it: Sum(Mul(dY, S), Expand(G,
+// Shape(X))), S and G per (image, channel). `mul_read`/`expand_read` make the Mul's/Expand's output a graph output too;
+// `third` gives the Sum a third input.
+ModelBuilder ScaledPlusPooled(bool mul_read = false, bool expand_read = false, bool third = false) {
+  ModelBuilder b({2, 6, 5, 7});
+  b.model.graph.inputs.push_back(ValueInfoOf("dy", DataType::kFloat32, {2, 6, 5, 7}));
+  b.model.graph.inputs.push_back(ValueInfoOf("s", DataType::kFloat32, {2, 6, 1, 1}));
+  b.model.graph.inputs.push_back(ValueInfoOf("g", DataType::kFloat32, {2, 6, 1, 1}));
+  const std::string scaled = b.Add("Mul", {"dy", "s"}, {"scaled"}).outputs[0];
+  const std::string pooled = b.Add("Expand", {"g", b.Unary("Shape", "x")}, {"pooled"}).outputs[0];
+  std::vector<std::string> terms = {pooled, scaled};
+  if (third) terms.push_back("dy");
+  b.Output(b.Add("Sum", terms, {"dx"}).outputs[0]);
+  if (mul_read) b.Output(scaled);
+  if (expand_read) b.Output(pooled);
+  return b;
+}
+
+// Sum(Mul(A, B), Expand(C, shape)) runs as one ai.edgetrain.MulAdd pass; not where something else reads the product
+// or the expanded C, nor for a Sum of three. MulAdd broadcasts as the three ops do, `shape` included.
+TEST_F(Fusion, ScaledPlusExpandedBecomesMulAdd) {
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 6, 5, 7}, 63)},
+                                               {"dy", RandomFloats({2, 6, 5, 7}, 64)},
+                                               {"s", RandomFloats({2, 6, 1, 1}, 65)},
+                                               {"g", RandomFloats({2, 6, 1, 1}, 66)}};
+  ExpectFusion(ScaledPlusPooled().model, feeds, "Shape,MulAdd");
+  ExpectFusion(ScaledPlusPooled(true).model, feeds, "Mul,Shape,Expand,Sum");
+  ExpectFusion(ScaledPlusPooled(false, true).model, feeds, "Mul,Shape,Expand,Sum");
+  ExpectFusion(ScaledPlusPooled(false, false, true).model, feeds, "Mul,Shape,Expand,Sum");
+  // Every operand broadcast: [6, 1] * [1, 5] + [1] expanded to [2, 1, 1], then to [2, 6, 5].
+  ModelBuilder wide({6, 1});
+  wide.model.graph.inputs.push_back(ValueInfoOf("row", DataType::kFloat32, {1, 5}));
+  wide.model.graph.inputs.push_back(ValueInfoOf("c", DataType::kFloat32, {1}));
+  wide.model.graph.inputs.push_back(ValueInfoOf("shape", DataType::kInt64, {3}));
+  const std::string product = wide.Add("Mul", {"x", "row"}, {"product"}).outputs[0];
+  wide.Output(wide.Add("Sum", {product, wide.Add("Expand", {"c", "shape"}, {"e"}).outputs[0]}, {"y"}).outputs[0]);
+  ExpectFusion(wide.model, {{"x", RandomFloats({6, 1}, 67)}, {"row", RandomFloats({1, 5}, 68)},
+                            {"c", RandomFloats({1}, 69)}, {"shape", Tensor::FromVector<int64_t>({2, 1, 1}, {3})}},
+               "MulAdd");
+}
+
+// MulAdd's inputs: one float type, a 1-D int64 shape, shapes that broadcast; errors name the node.
+TEST_F(Fusion, MulAddChecksItsInputs) {
+  auto model = [](DataType c_type, DataType shape_type, const Shape& shape_dims, int64_t dim = 1) {
+    ModelBuilder b({2, 3, 4});
+    b.model.opsets[kEdgetrainDomain] = 1;
+    b.model.graph.initializers["s"] = RandomFloats({2, 3, 1}, 70);
+    b.model.graph.initializers["c"] = c_type == DataType::kFloat32 ? RandomFloats({2, 3, 1}, 71)
+                                                                   : Tensor::FromVector<double>({1, 2, 3, 4, 5, 6}, {2, 3, 1});
+    b.model.graph.initializers["shape"] = shape_type == DataType::kInt64
+                                              ? Tensor::FromVector<int64_t>(Int64Vector(NumElements(shape_dims), dim), shape_dims)
+                                              : Tensor::FromVector<float>(std::vector<float>(NumElements(shape_dims), 1.0f), shape_dims);
+    b.Add("MulAdd", {"x", "s", "c", "shape"}, {"y"}).domain = kEdgetrainDomain;
+    b.Output("y");
+    return b.model;
+  };
+  const std::map<std::string, Tensor> feeds = {{"x", RandomFloats({2, 3, 4}, 72)}};
+  const std::vector<Tensor> y = Session(model(DataType::kFloat32, DataType::kInt64, {1})).Run(feeds);
+  EXPECT_EQ(y.at(0).shape(), (Shape{2, 3, 4}));
+  const std::string node = "node 'MulAdd0' (ai.edgetrain.MulAdd)";
+  EXPECT_ERROR(Session(model(DataType::kFloat64, DataType::kInt64, {1})).Run(feeds), ErrorCode::kInvalidArgument,
+               node + ": A, B and C types float32, float32 and float64 differ");
+  EXPECT_ERROR(Session(model(DataType::kFloat32, DataType::kFloat32, {1})).Run(feeds), ErrorCode::kInvalidArgument,
+               node + ": input shape must be a 1-D int64 tensor, got float32 [1]");
+  EXPECT_ERROR(Session(model(DataType::kFloat32, DataType::kInt64, {1, 1})).Run(feeds), ErrorCode::kInvalidArgument,
+               node + ": input shape must be a 1-D int64 tensor, got int64 [1, 1]");
+  EXPECT_ERROR(Session(model(DataType::kFloat32, DataType::kInt64, {3}, 2)).Run(feeds), ErrorCode::kInvalidArgument,
+               node + ": input shapes [2, 3, 4], [2, 3, 1], [2, 3, 1], [2, 2, 2] cannot be broadcast together");
 }
 
 // Dropout(X, ratio, training_mode) and the DropoutGrad of its mask, as generate-artifacts writes them; `mask_read`

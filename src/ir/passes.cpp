@@ -369,6 +369,34 @@ size_t FuseSiluIntoChannelAffine(Graph& graph) {
   return fused;
 }
 
+size_t FuseMulAdd(Graph& graph) {
+  Rewriter rewriter(graph);
+  size_t fused = 0;
+  for (Node& sum : graph.nodes) {
+    if (!sum.domain.empty() || sum.op_type != "Sum" || sum.inputs.size() != 2 || sum.outputs.size() != 1 ||
+        sum.inputs[0] == sum.inputs[1])
+      continue;
+    for (size_t side : {size_t{0}, size_t{1}}) {
+      Node* mul = rewriter.SoleProducer(sum.inputs[side], "Mul");
+      Node* expand = rewriter.SoleProducer(sum.inputs[1 - side], "Expand");
+      if (!mul || !expand || mul->inputs.size() != 2 || expand->inputs.size() != 2) continue;
+      std::vector<std::string> inputs = {mul->inputs[0], mul->inputs[1], expand->inputs[0], expand->inputs[1]};
+      for (const std::string& input : inputs) rewriter.AddRead(input);
+      rewriter.Remove(*mul);
+      rewriter.Remove(*expand);
+      for (const std::string& input : sum.inputs) rewriter.DropRead(input);
+      sum.domain = kEdgetrainDomain;
+      sum.op_type = "MulAdd";
+      sum.opset = 1;
+      sum.inputs = std::move(inputs);
+      ++fused;
+      break;
+    }
+  }
+  rewriter.Finish();
+  return fused;
+}
+
 size_t RemoveDropoutsThatDropNothing(Graph& graph) {
   Rewriter rewriter(graph);
   // Dropout's or DropoutGrad's ratio and training_mode inputs (opset 12+ and the gradient's order) drop nothing:

@@ -76,6 +76,11 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph);
 // ChannelAffine(X, affine) with activation "Silu": one pass instead of two. Returns the count.
 size_t FuseSiluIntoChannelAffine(Graph& graph);
 
+// Sum(Mul(A, B), Expand(C, shape)) (either order), where only the Sum reads the Mul's and the Expand's outputs, becomes
+// ai.edgetrain.MulAdd(A, B, C, shape): one pass, with no expanded copy of C (the gradient at a squeeze-excitation
+// block's input: dY times the channel scale, plus the pooled branch's gradient). Returns the count.
+size_t FuseMulAdd(Graph& graph);
+
 // Dropout that drops nothing (ratio a constant 0, or training_mode absent or a constant false; no seed) becomes
 // Identity, and so does each ai.edgetrain DropoutGrad of its mask that drops nothing; not when anything else reads
 // the mask. The results are the same bits (X * 1 / (1 - 0) is X). Returns the number of nodes replaced.

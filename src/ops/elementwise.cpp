@@ -787,6 +787,55 @@ void ClipGradKernel(KernelContext& ctx) {
   });
 }
 
+// ai.edgetrain.MulAdd(A, B, C[, shape]) -> Y = A * B + C with numpy broadcasting among A, B, C and `shape` (1-D int64,
+// as Expand takes it): Sum(Mul(A, B), Expand(C, shape)) in one pass (the session's FuseMulAdd), e.g. the gradient of a
+// squeeze-excitation input, scaled per channel and pooled.
+void MulAddKernel(KernelContext& ctx) {
+  const Tensor& a = ctx.Input(0);
+  const Tensor& b = ctx.Input(1);
+  const Tensor& c = ctx.Input(2);
+  const std::string& what = ctx.node().Describe();
+  ET_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), ErrorCode::kInvalidArgument, what, ": A, B and C types ",
+           DataTypeName(a.dtype()), ", ", DataTypeName(b.dtype()), " and ", DataTypeName(c.dtype()), " differ");
+  Shape requested;
+  if (ctx.HasInput(3)) {
+    const Tensor& shape = ctx.Input(3);
+    ET_CHECK(shape.dtype() == DataType::kInt64 && shape.rank() == 1, ErrorCode::kInvalidArgument, what,
+             ": input shape must be a 1-D int64 tensor, got ", DataTypeName(shape.dtype()), " ",
+             ShapeToString(shape.shape()));
+    requested = shape.ToInt64Vector();
+  }
+  const Shape out_shape = BroadcastAll(ctx.node(), {&a.shape(), &b.shape(), &c.shape(), &requested});
+  Tensor& y = ctx.Output(0, out_shape, a.dtype());
+  VisitFloatMath(a.dtype(), what, [&](auto tag) {
+    using T = TagType<decltype(tag)>;
+    using elementwise::Load, elementwise::Store;
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    const T* cp = c.data<T>();
+    T* yp = y.data<T>();
+    ForEachBroadcastRun<3>(ctx.threads(), out_shape, {&a.shape(), &b.shape(), &c.shape()},
+                           [&](int64_t o, const std::array<int64_t, 3>& offsets,
+                               const std::array<int64_t, 3>& strides, int64_t n) {
+                             const T* x = ap + offsets[0];
+                             const T* p = bp + offsets[1];
+                             const T* q = cp + offsets[2];
+                             T* z = yp + o;
+                             if (strides[1] == 0 && strides[2] == 0 && strides[0] <= 1) {  // a run times a value
+                               const auto p0 = Load(p[0]), q0 = Load(q[0]);
+                               for (int64_t i = 0; i < n; ++i) z[i] = Store<T>(Load(x[i * strides[0]]) * p0 + q0);
+                             } else if (strides[0] == 0 && strides[2] == 0 && strides[1] == 1) {
+                               const auto x0 = Load(x[0]), q0 = Load(q[0]);
+                               for (int64_t i = 0; i < n; ++i) z[i] = Store<T>(x0 * Load(p[i]) + q0);
+                             } else {
+                               for (int64_t i = 0; i < n; ++i)
+                                 z[i] = Store<T>(Load(x[i * strides[0]]) * Load(p[i * strides[1]]) +
+                                                 Load(q[i * strides[2]]));
+                             }
+                           });
+  });
+}
+
 // Float-to-float casts pass the gradient back in the input's type; casts from or to other types
 // are not differentiable.
 void CastGradient(GradientContext& g) {
@@ -915,6 +964,8 @@ void RegisterElementwiseOps(OpRegistry& r) {
   ET_IF_BUILT("", "Where") r.SetGradient("Where", WhereGradient);
   ET_IF_BUILT("", "Clip") r.SetGradient("Clip", ClipGradient);
   ET_IF_BUILT("ai.edgetrain", "ClipGrad") RegisterFused(r, "ClipGrad", ClipGradKernel, ET_TRAINING_BODY(ClipGradFunction()));
+  // Made only inside sessions (FuseMulAdd): no standard-ops body to export.
+  ET_IF_BUILT("ai.edgetrain", "MulAdd") RegisterFused(r, "MulAdd", MulAddKernel, nullptr);
   ET_IF_BUILT("", "Cast") r.SetGradient("Cast", CastGradient);
   ET_IF_BUILT("", "CastLike") r.SetGradient("CastLike", CastGradient);
 }

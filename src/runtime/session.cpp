@@ -951,6 +951,7 @@ Session::Session(Model model, SessionOptions options)
     if (ops.Find(kEdgetrainDomain, "BatchNormalizationActivationGrad", 1))
       FuseActivationGradIntoBatchNormGrad(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ChannelAffine", 1)) FuseSiluIntoChannelAffine(model_.graph);
+    if (ops.Find(kEdgetrainDomain, "MulAdd", 1)) FuseMulAdd(model_.graph);
     if (ops.Find(kEdgetrainDomain, "ChannelAffineConv", 1) && ops.Find(kEdgetrainDomain, "ChannelAffineConvGrad", 1))
       FoldChannelAffineIntoDepthwiseConv(model_.graph);
   }
