@@ -387,6 +387,24 @@ std::vector<OpCase> NormBackendCases() {
                                     1, 17);
                   },
                   BackendCheck::kFloat32VsFloat64, 1e-6),
+      // A squeeze-excitation input's gradient in one pass: dY * s + g per (image, channel), and every operand
+      // broadcast (the expanded C adds the leading axis).
+      BackendCase("MulAddPerChannel",
+                  [] {
+                    return GradNode("MulAdd", kEdgetrainDomain,
+                                    {RandomTensor({2, 6, 5, 7}, 54), RandomTensor({2, 6, 1, 1}, 55),
+                                     RandomTensor({2, 6, 1, 1}, 56), AxesTensor({2, 6, 5, 7})},
+                                    {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
+      BackendCase("MulAddEveryOperandBroadcast",
+                  [] {
+                    return GradNode("MulAdd", kEdgetrainDomain,
+                                    {RandomTensor({6, 1}, 57), RandomTensor({1, 5}, 58), RandomTensor({1}, 59),
+                                     AxesTensor({2, 1, 1})},
+                                    {}, 1);
+                  },
+                  BackendCheck::kFloat32VsFloat64, 1e-6),
       BackendCase("SiluGradBeyondExpRange",
                   [] {
                     return GradNode("SiluGrad", kEdgetrainDomain,
