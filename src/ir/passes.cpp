@@ -254,6 +254,14 @@ std::string BatchNormActivation(const Node& n) {
   return "";
 }
 
+// The ai.edgetrain.ChannelAffine (X, map[, min, max] -> Y) that makes `value` while it is in the graph, else null.
+Node* ChannelAffineProducer(Rewriter& rewriter, const std::string& value) {
+  Node* n = rewriter.Producer(value);
+  const bool affine = n && n->domain == kEdgetrainDomain && n->op_type == "ChannelAffine" && n->inputs.size() >= 2 &&
+                      n->outputs.size() == 1;
+  return affine ? n : nullptr;
+}
+
 }  // namespace
 
 size_t ShareBatchNormAffine(Graph& graph) {
@@ -322,9 +330,8 @@ size_t FuseActivationGradIntoBatchNormGrad(Graph& graph) {
     if (!relu && !clip && !silu) continue;
     // ReluGrad and ClipGrad read the activation's output, SiluGrad its input (a ChannelAffine without activation).
     const std::string activation = relu ? "Relu" : clip ? "Clip" : "Silu";
-    const Node* affine = rewriter.Producer(activation_grad->inputs[1]);
-    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
-        affine->inputs.size() < 2 || affine->inputs[0] != grad.inputs[1] ||
+    const Node* affine = ChannelAffineProducer(rewriter, activation_grad->inputs[1]);
+    if (!affine || affine->inputs[0] != grad.inputs[1] ||
         affine->GetString("activation", "") != (silu ? "" : activation))
       continue;
     std::vector<std::string> inputs = {activation_grad->inputs[0], grad.inputs[1], grad.inputs[2], affine->inputs[1]};
@@ -356,10 +363,8 @@ size_t FuseSiluIntoChannelAffine(Graph& graph) {
     if (silu.domain != kEdgetrainDomain || silu.op_type != "Silu" || silu.inputs.size() != 1 ||
         silu.outputs.size() != 1 || rewriter.Reads(silu.inputs[0]) != 1)
       continue;
-    Node* affine = rewriter.Producer(silu.inputs[0]);
-    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
-        affine->outputs.size() != 1 || !affine->GetString("activation", "").empty())
-      continue;
+    Node* affine = ChannelAffineProducer(rewriter, silu.inputs[0]);
+    if (!affine || !affine->GetString("activation", "").empty()) continue;
     affine->attributes["activation"] = Attribute::String("Silu");
     affine->outputs[0] = silu.outputs[0];
     rewriter.Remove(silu);
@@ -458,10 +463,8 @@ size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
     if (grad.domain != kEdgetrainDomain || grad.op_type != "ConvGrad" || grad.inputs.size() != 3 || !grouped(grad) ||
         grad.inputs[1].empty() || rewriter.Reads(grad.inputs[1]) != 1)
       continue;
-    const Node* affine = rewriter.Producer(grad.inputs[1]);
-    if (!affine || affine->domain != kEdgetrainDomain || affine->op_type != "ChannelAffine" ||
-        affine->inputs.size() < 2 || affine->outputs.size() != 1)
-      continue;
+    const Node* affine = ChannelAffineProducer(rewriter, grad.inputs[1]);
+    if (!affine) continue;
     std::vector<std::string> inputs = {grad.inputs[0], affine->inputs[0], grad.inputs[2]};
     inputs.insert(inputs.end(), affine->inputs.begin() + 1, affine->inputs.end());
     for (size_t i = 1; i < inputs.size(); ++i)
