@@ -163,7 +163,8 @@ class StepContext final : public KernelContext {
 };
 
 // EDGETRAIN_PROFILE=1 (any value): wall time of every operator type over the process, printed to stderr
-// at exit, longest first. Nested runs (subgraphs) count in their node and on their own.
+// at exit, longest first. Nested runs (subgraphs) count in their node and on their own. EDGETRAIN_PROFILE=nodes:
+// every node's fastest call, then those summed per operator type (on a noisy machine, steadier than the totals).
 class OperatorProfile {
  public:
   static OperatorProfile* Active() {
@@ -172,30 +173,51 @@ class OperatorProfile {
   }
   void Add(const Node& node, double ms) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = by_operator_[node.domain.empty() ? node.op_type : node.domain + "." + node.op_type];
+    Entry& e = by_key_[by_node_ ? node.Describe() : OperatorType(node)];
     e.ms += ms;
+    e.fastest = e.calls == 0 ? ms : std::min(e.fastest, ms);
+    e.op = OperatorType(node);
     ++e.calls;
   }
 
  private:
   struct Entry {
-    double ms = 0;
+    double ms = 0, fastest = 0;
     uint64_t calls = 0;
+    std::string op;
   };
-  OperatorProfile() { std::atexit([] { Active()->Print(); }); }
+  static std::string OperatorType(const Node& node) {
+    return node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+  }
+  OperatorProfile() : by_node_(std::string(std::getenv("EDGETRAIN_PROFILE")) == "nodes") {
+    std::atexit([] { Active()->Print(); });
+  }
+  static void PrintRows(const char* title, std::vector<std::pair<std::string, Entry>> rows, bool fastest) {
+    auto time = [&](const Entry& e) { return fastest ? e.fastest : e.ms; };
+    std::sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return time(a.second) > time(b.second); });
+    double total = 0;
+    for (const auto& [key, e] : rows) total += time(e);
+    std::fprintf(stderr, "edgetrain profile: %.1f ms %s\n", total, title);
+    for (const auto& [key, e] : rows)
+      std::fprintf(stderr, "  %10.2f ms %5.1f%% %8llu calls  %s\n", time(e), total > 0 ? 100 * time(e) / total : 0.0,
+                   static_cast<unsigned long long>(e.calls), key.c_str());
+  }
   void Print() {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::pair<std::string, Entry>> rows(by_operator_.begin(), by_operator_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-    double total = 0;
-    for (const auto& [op, e] : rows) total += e.ms;
-    std::fprintf(stderr, "edgetrain profile: %.1f ms in operators\n", total);
-    for (const auto& [op, e] : rows)
-      std::fprintf(stderr, "  %10.1f ms %5.1f%% %8llu calls  %s\n", e.ms, total > 0 ? 100 * e.ms / total : 0.0,
-                   static_cast<unsigned long long>(e.calls), op.c_str());
+    std::vector<std::pair<std::string, Entry>> rows(by_key_.begin(), by_key_.end());
+    if (!by_node_) return PrintRows("in operators", std::move(rows), false);
+    PrintRows("in each node's fastest call", rows, true);
+    std::map<std::string, Entry> by_op;
+    for (const auto& [key, e] : rows) {
+      Entry& sum = by_op[e.op];
+      sum.fastest += e.fastest;
+      sum.calls += e.calls;
+    }
+    PrintRows("in the nodes' fastest calls, per operator type", {by_op.begin(), by_op.end()}, true);
   }
+  const bool by_node_;
   std::mutex mutex_;
-  std::map<std::string, Entry> by_operator_;
+  std::map<std::string, Entry> by_key_;
 };
 
 // Runs `fn` and rewrites any failure as an edgetrain::Error that names the node.
