@@ -1338,8 +1338,17 @@ struct DepthwisePlanes {
         phase_w(ow8 + (g.kernel[1] - 1) / g.strides[1]),
         stride(g.strides[1]) {}
   int64_t PhaseFloats() const { return stride * rows * phase_w; }
-  // Where tap (i, j) of output row 0, column 0 lies in the phases.
-  int64_t Tap(int64_t i, int64_t j) const { return (j % stride) * rows * phase_w + j / stride + i * phase_w; }
+  // Where each tap (i, j) of output row 0, column 0 lies in the phases, row-major:
+  // (j % stride) * rows * phase_w + j / stride + i * phase_w, without a division per tap (every plane takes them).
+  void Taps(int64_t kh, int64_t kw, int64_t* offsets) const {
+    for (int64_t j = 0, phase = 0, column = 0; j < kw; ++j) {
+      for (int64_t i = 0; i < kh; ++i) offsets[i * kw + j] = phase * rows * phase_w + column + i * phase_w;
+      if (++phase == stride) {
+        phase = 0;
+        ++column;
+      }
+    }
+  }
 };
 
 // Per thread: dY's padded rows (or the forward's output row), the phases, and the mapped input plane (MappedPlane).
@@ -1363,14 +1372,15 @@ struct PhaseColumns {
   }
 };
 
-// Inlined into each ISA's kernels, so that a map is applied with that ISA's arithmetic (batchnorm::AffineRow). The
-// map goes over the whole plane into `mapped` first: rows of 7 or 14 columns would leave SiLU's exp mostly scalar.
+// The map goes over the whole plane into `mapped` first, as ChannelAffine computes it (batchnorm::MapRow on the best
+// ISA): rows of 7 or 14 columns would leave SiLU's exp mostly scalar.
 inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p,
                                                       const float* plane, float* phases, int64_t c = 0,
                                                       const PlaneMap& map = {}, float* mapped = nullptr) {
   const int64_t h = g.input[0], w = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
   if (map.Applies()) {
-    batchnorm::AffineRow(plane, mapped, h * w, map.affine[c], map.affine[g.in_channels + c], map.activation);
+    batchnorm::MapRow(batchnorm::BestIsa(), plane, mapped, h * w, map.affine[c], map.affine[g.in_channels + c],
+                      map.activation);
     plane = mapped;
   }
   for (int64_t q = 0; q < p.stride; ++q) {
@@ -1430,7 +1440,9 @@ void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* ph
 }
 
 #if defined(__x86_64__)
-// Y plane of image n, channel c (then max(y, 0) when `relu`).
+// Y plane of image n, channel c (then max(y, 0) when `relu`). The plane's output vectors (8 columns of a row, rows
+// padded to whole vectors) go four at a time with independent sums, across rows: rows of one or two vectors (7x7
+// and 14x14 outputs) would leave each sum a chain of dependent FMAs.
 __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c,
                                                                const float* x, const float* w, const float* b,
                                                                float* y, bool relu, float* scratch,
@@ -1438,49 +1450,45 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
   const DepthwisePlanes p(g);
   const int64_t oh = g.output[0], ow = g.output[1], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch;
-  float* row = scratch + p.PhaseFloats();
   FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
-  for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
+  p.Taps(kh, kw, offsets);
   const __m256 bias = _mm256_set1_ps(b ? b[c] : 0.0f), zero = _mm256_setzero_ps();
-  const int64_t whole = ow / 8 * 8;  // columns of whole vectors, stored straight into Y
-  for (int64_t r = 0; r < oh; ++r) {
-    const float* from = phases + r * sh * p.phase_w;
-    float* out = y + ((n * g.out_channels + c) * oh + r) * ow;
-    int64_t col = 0;
-    for (; col + 32 <= whole; col += 32) {  // four independent sums per tap broadcast
-      __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
-      for (int64_t t = 0; t < count; ++t) {
-        const __m256 tap = _mm256_set1_ps(taps[t]);
-        const float* at = from + offsets[t] + col;
-        a0 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at), a0);
-        a1 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 8), a1);
-        a2 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 16), a2);
-        a3 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(at + 24), a3);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  float* plane = y + (n * g.out_channels + c) * oh * ow;
+  const int64_t per_row = p.ow8 / 8, units = oh * per_row;
+  int64_t r = 0, col = 0;  // of the next unit
+  for (int64_t u = 0; u < units; u += 4) {
+    const float* from[4];
+    float* out[4];
+    int64_t valid[4];
+    for (int q = 0; q < 4; ++q) {  // past the last unit, repeat it (computed, not stored)
+      from[q] = phases + r * sh * p.phase_w + col;
+      out[q] = plane + r * ow + col;
+      valid[q] = u + q < units ? std::min<int64_t>(8, ow - col) : 0;
+      if (u + q + 1 < units && (col += 8) == p.ow8) {
+        col = 0;
+        ++r;
       }
-      if (relu) {
-        a0 = _mm256_max_ps(a0, zero);
-        a1 = _mm256_max_ps(a1, zero);
-        a2 = _mm256_max_ps(a2, zero);
-        a3 = _mm256_max_ps(a3, zero);
-      }
-      _mm256_storeu_ps(out + col, a0);
-      _mm256_storeu_ps(out + col + 8, a1);
-      _mm256_storeu_ps(out + col + 16, a2);
-      _mm256_storeu_ps(out + col + 24, a3);
     }
-    for (; col < p.ow8; col += 8) {
-      __m256 acc = bias;
-      for (int64_t t = 0; t < count; ++t)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(taps[t]), _mm256_loadu_ps(from + offsets[t] + col), acc);
-      if (relu) acc = _mm256_max_ps(acc, zero);
-      if (col < whole) {
-        _mm256_storeu_ps(out + col, acc);
-      } else {  // the row's last, partial vector
-        _mm256_storeu_ps(row, acc);
-        std::copy(row, row + (ow - col), out + col);
+    __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+    for (int64_t t = 0; t < count; ++t) {
+      const __m256 tap = _mm256_set1_ps(taps[t]);
+      const int64_t o = offsets[t];
+      a0 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[0] + o), a0);
+      a1 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[1] + o), a1);
+      a2 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[2] + o), a2);
+      a3 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[3] + o), a3);
+    }
+    const __m256 sums[4] = {a0, a1, a2, a3};
+    for (int q = 0; q < 4; ++q) {
+      const __m256 v = relu ? _mm256_max_ps(sums[q], zero) : sums[q];
+      if (valid[q] == 8) {
+        _mm256_storeu_ps(out[q], v);
+      } else if (valid[q] > 0) {  // a row's last, partial vector
+        _mm256_maskstore_ps(out[q], _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid[q])), lane), v);
       }
     }
   }
@@ -1496,10 +1504,12 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& 
   float* phases = scratch + oh * p.ow8;
   std::fill(phases, phases + p.PhaseFloats(), 0.0f);
   const float* taps = w + c * kh * kw;
+  int64_t offsets[49];
+  p.Taps(kh, kw, offsets);
   for (int64_t i = 0; i < kh; ++i)
     for (int64_t j = 0; j < kw; ++j) {
       const __m256 tap = _mm256_set1_ps(taps[i * kw + j]);
-      float* base = phases + p.Tap(i, j);
+      float* base = phases + offsets[i * kw + j];
       for (int64_t r = 0; r < oh; ++r) {
         float* to = base + r * sh * p.phase_w;
         const float* d = dy_rows + r * p.ow8;
@@ -1510,33 +1520,63 @@ __attribute__((target("avx2,fma"))) void DepthwiseDataPlane(const ConvGeometry& 
   ReadPhases(g, p, phases, dx + (n * g.in_channels + c) * g.InputSize());
 }
 
-// dW of channel c over the batch; each output row's products are summed in float, the rows in double.
+// Taps j0 .. j0 + M - 1 of kernel row i, over one image: each with its own sums, sharing the loads of dY.
+template <int M>
+__attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseWeightsTaps(
+    const ConvGeometry& g, const DepthwisePlanes& p, const float* phases, const float* dy_rows, const int64_t* offsets,
+    double* sums) {
+  const int64_t oh = g.output[0], sh = g.strides[0];
+  const float* base[M];
+  for (int q = 0; q < M; ++q) base[q] = phases + offsets[q];
+  __m256d low[M], high[M];
+  for (int q = 0; q < M; ++q) low[q] = high[q] = _mm256_setzero_pd();
+  for (int64_t r = 0; r < oh; ++r) {
+    const int64_t at = r * sh * p.phase_w;
+    const float* d = dy_rows + r * p.ow8;
+    __m256 acc[M];
+    for (int q = 0; q < M; ++q) acc[q] = _mm256_setzero_ps();
+    for (int64_t col = 0; col < p.ow8; col += 8) {
+      const __m256 dv = _mm256_loadu_ps(d + col);
+      for (int q = 0; q < M; ++q) acc[q] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(base[q] + at + col), acc[q]);
+    }
+    for (int q = 0; q < M; ++q) {
+      low[q] = _mm256_add_pd(low[q], _mm256_cvtps_pd(_mm256_castps256_ps128(acc[q])));
+      high[q] = _mm256_add_pd(high[q], _mm256_cvtps_pd(_mm256_extractf128_ps(acc[q], 1)));
+    }
+  }
+  for (int q = 0; q < M; ++q) {
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(low[q], high[q]));
+    sums[q] += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  }
+}
+
+// dW of channel c over the batch; each output row's products are summed in float, the rows in double. The taps of a
+// kernel row go in groups of up to four (3, 2 + 3, 3 + 4), so that their sums do not wait on each other.
 __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x,
                                                                  const float* dy, float* dw, float* scratch,
                                                                  const PlaneMap& map) {
   const DepthwisePlanes p(g);
-  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1];
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
+  int64_t offsets[49];
+  p.Taps(kh, kw, offsets);
+  const int64_t groups = (kw + 3) / 4;
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
     FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
     for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        const float* base = phases + p.Tap(i, j);
-        __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
-        for (int64_t r = 0; r < oh; ++r) {
-          const float* from = base + r * sh * p.phase_w;
-          const float* d = dy_rows + r * p.ow8;
-          __m256 acc = _mm256_setzero_ps();
-          for (int64_t col = 0; col < p.ow8; col += 8)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + col), _mm256_loadu_ps(from + col), acc);
-          low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(acc)));
-          high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(acc, 1)));
+      for (int64_t k = 0, j0 = 0; k < groups; ++k) {
+        const int64_t m = (kw - j0) / (groups - k);  // the taps left, spread evenly over the groups left
+        double* at = sums + i * kw + j0;
+        switch (m) {
+          case 1: DepthwiseWeightsTaps<1>(g, p, phases, dy_rows, offsets + i * kw + j0, at); break;
+          case 2: DepthwiseWeightsTaps<2>(g, p, phases, dy_rows, offsets + i * kw + j0, at); break;
+          case 3: DepthwiseWeightsTaps<3>(g, p, phases, dy_rows, offsets + i * kw + j0, at); break;
+          default: DepthwiseWeightsTaps<4>(g, p, phases, dy_rows, offsets + i * kw + j0, at); break;
         }
-        alignas(32) double lanes[4];
-        _mm256_store_pd(lanes, _mm256_add_pd(low, high));
-        sums[i * kw + j] += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        j0 += m;
       }
   }
   for (int64_t t = 0; t < kh * kw; ++t) dw[c * kh * kw + t] = static_cast<float>(sums[t]);
@@ -1555,7 +1595,7 @@ void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c, const fl
   const float* taps = w + c * kh * kw;
   const int64_t count = kh * kw;
   int64_t offsets[49];  // of each tap in the phases, from the output row's first column
-  for (int64_t t = 0; t < count; ++t) offsets[t] = p.Tap(t / kw, t % kw);
+  p.Taps(kh, kw, offsets);
   const Float4 bias = Float4{} + (b ? b[c] : 0.0f), zero = {};
   for (int64_t r = 0; r < oh; ++r) {
     const float* from = phases + r * sh * p.phase_w;
@@ -1591,10 +1631,12 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
   float* phases = scratch + oh * p.ow8;
   std::fill(phases, phases + p.PhaseFloats(), 0.0f);
   const float* taps = w + c * kh * kw;
+  int64_t offsets[49];
+  p.Taps(kh, kw, offsets);
   for (int64_t i = 0; i < kh; ++i)
     for (int64_t j = 0; j < kw; ++j) {
       const float tap = taps[i * kw + j];
-      float* base = phases + p.Tap(i, j);
+      float* base = phases + offsets[i * kw + j];
       for (int64_t r = 0; r < oh; ++r) {
         float* to = base + r * sh * p.phase_w;
         const float* d = dy_rows + r * p.ow8;
@@ -1610,12 +1652,14 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
   const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
+  int64_t offsets[49];
+  p.Taps(kh, kw, offsets);
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* dy_rows = PaddedRows(g, p, dy + (n * g.out_channels + c) * g.OutputSize(), scratch);
     FillPhases(g, p, x + (n * g.in_channels + c) * g.InputSize(), phases, c, map, MappedPlane(g, p, scratch));
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
-        const float* base = phases + p.Tap(i, j);
+        const float* base = phases + offsets[i * kw + j];
         DepthwiseVD low = {}, high = {};
         for (int64_t r = 0; r < oh; ++r) {
           const float* from = base + r * sh * p.phase_w;
