@@ -456,9 +456,20 @@ void ExpectNearLargest(const std::vector<double>& actual, const std::vector<doub
   ExpectNearLargest(std::vector<float>(actual.begin(), actual.end()), expected, tolerance, label);
 }
 
-TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
+// The fast BatchNorm kernels' ISAs that this CPU runs: portable, then AVX2 and AVX-512 where it has them.
+std::vector<batchnorm::Isa> IsasOfThisCpu() {
   std::vector<batchnorm::Isa> isas = {batchnorm::Isa::kPortable};
-  if (batchnorm::BestIsa() == batchnorm::Isa::kAvx2) isas.push_back(batchnorm::Isa::kAvx2);
+  if (batchnorm::BestIsa() != batchnorm::Isa::kPortable) isas.push_back(batchnorm::Isa::kAvx2);
+  if (batchnorm::BestIsa() == batchnorm::Isa::kAvx512) isas.push_back(batchnorm::Isa::kAvx512);
+  return isas;
+}
+
+std::string IsaName(batchnorm::Isa isa) {
+  return isa == batchnorm::Isa::kAvx512 ? " AVX-512" : isa == batchnorm::Isa::kAvx2 ? " AVX2" : " portable";
+}
+
+TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
+  const std::vector<batchnorm::Isa> isas = IsasOfThisCpu();
   const std::vector<std::pair<Shape, double>> rows = {
       {{1, 13, 7, 7}, 0.0}, {{5, 11, 1, 1}, 0.0}, {{2, 9, 33, 35}, 0.0}, {{3, 10, 1}, 0.0}, {{4, 3, 5, 5}, 50.0}};
   const double epsilon = static_cast<double>(1e-3f);
@@ -480,8 +491,7 @@ TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
     for (batchnorm::Isa isa : isas) {
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
-        const std::string label = ShapeToString(shape) + (isa == batchnorm::Isa::kAvx2 ? " AVX2" : " portable") +
-                                  " threads " + std::to_string(threads);
+        const std::string label = ShapeToString(shape) + IsaName(isa) + " threads " + std::to_string(threads);
         std::vector<float> y(x.size()), dx(x.size());
         std::vector<double> mean(c), var(c), inv_std(c), dscale(c), dbias(c);
         batchnorm::TrainingForward(pool, isa, x.data(), y.data(), batch, channels, spatial, scale.data(), bias.data(),
@@ -508,8 +518,7 @@ TEST(BatchNormFastKernels, EveryIsaMatchesTheFloat64Reference) {
 // backward with dY at SiLU's output (dv = dy * s * (1 + v * (1 - s)), then BatchNormalization's backward of dv).
 // ApplyAffine of the forward's map gives its y again, bit for bit.
 TEST(BatchNormFastKernels, SiluForwardAndGateMatchFloat64OnEveryIsa) {
-  std::vector<batchnorm::Isa> isas = {batchnorm::Isa::kPortable};
-  if (batchnorm::BestIsa() == batchnorm::Isa::kAvx2) isas.push_back(batchnorm::Isa::kAvx2);
+  const std::vector<batchnorm::Isa> isas = IsasOfThisCpu();
   const double epsilon = 1e-5;
   for (const Shape& shape : {Shape{1, 13, 7, 7}, Shape{2, 9, 33, 35}, Shape{4, 3, 5, 5}, Shape{3, 10, 1}}) {
     const int64_t batch = shape[0], channels = shape[1], spatial = NumElements(shape) / (batch * channels);
@@ -551,8 +560,7 @@ TEST(BatchNormFastKernels, SiluForwardAndGateMatchFloat64OnEveryIsa) {
     for (batchnorm::Isa isa : isas)
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
-        const std::string label = ShapeToString(shape) + (isa == batchnorm::Isa::kAvx2 ? " AVX2" : " portable") +
-                                  " threads " + std::to_string(threads);
+        const std::string label = ShapeToString(shape) + IsaName(isa) + " threads " + std::to_string(threads);
         const size_t c = static_cast<size_t>(channels);
         std::vector<float> y(x.size()), again(x.size()), affine(2 * c), dx32(x.size());
         std::vector<double> mean(c), var(c), got_dscale(c), got_dbias(c);
@@ -561,6 +569,11 @@ TEST(BatchNormFastKernels, SiluForwardAndGateMatchFloat64OnEveryIsa) {
         ExpectNearLargest(y, z, 1e-5, label + " Y");
         batchnorm::ApplyAffine(pool, isa, x.data(), again.data(), batch, channels, spatial, affine.data(), silu);
         EXPECT_EQ(again, y) << label;
+        for (int64_t plane = 0; plane < batch * channels; ++plane) {  // as the depthwise kernels map their input
+          const size_t k = static_cast<size_t>(plane % channels), at = static_cast<size_t>(plane * spatial);
+          batchnorm::MapRow(isa, x.data() + at, again.data() + at, spatial, affine[k], affine[c + k], silu);
+        }
+        EXPECT_EQ(again, y) << label << " MapRow";
         for (bool saved : {false, true}) {
           std::vector<double> inv_std(c);
           for (size_t k = 0; k < c; ++k) inv_std[k] = 1.0 / std::sqrt(var[k] + epsilon);

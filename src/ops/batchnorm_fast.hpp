@@ -1,7 +1,7 @@
 // BatchNormalization's float32 training kernels on NCHW, viewed as [batch, channels, spatial]: one pass over X
 // for the statistics (sums about a per-channel shift, float lanes over runs of at most 1024 elements and
 // double across runs), the normalization of each channel while its data is still in cache, and a backward
-// of two passes. Portable loops (auto-vectorised) with an AVX2/FMA clone of the same source on x86-64.
+// of two passes. Portable loops (auto-vectorised) with AVX2/FMA and AVX-512 clones of the same source on x86-64.
 // normalization.cpp's reference kernels are their oracle (tests/norm_backend_test.cpp).
 #pragma once
 
@@ -12,9 +12,10 @@
 
 namespace edgetrain::batchnorm {
 
-enum class Isa { kPortable, kAvx2 };
+enum class Isa { kPortable, kAvx2, kAvx512 };
 
-// kAvx2 on x86-64 with an AVX2/FMA CPU, else kPortable. Asking for kAvx2 elsewhere runs kPortable.
+// kAvx512 on x86-64 with an AVX-512 CPU, kAvx2 with an AVX2/FMA one, else kPortable. Asking for an ISA the CPU
+// lacks runs the best one below it.
 Isa BestIsa();
 
 // An activation applied to the normalized values as they are written (ai.edgetrain BatchNormalizationRelu,
@@ -60,6 +61,10 @@ inline __attribute__((always_inline)) void AffineRow(const float* x, float* y, i
       break;
   }
 }
+
+// AffineRow compiled for `isa`: for the kernels that map their input as they read it (the direct depthwise
+// convolutions), the same bits as ApplyAffine on that isa.
+void MapRow(Isa isa, const float* x, float* y, int64_t count, float a, float b, Activation activation);
 
 // Per channel c: the batch mean and population variance into mean[c], var[c], and
 // y = activation((x - mean) / sqrt(var + epsilon) * scale[c] + bias[c]), computed as activation(x * a + b)

@@ -423,45 +423,74 @@ void BackwardPortable(const Geometry& g, const float* dy, const float* x, float*
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define EDGETRAIN_BATCHNORM_AVX2 1
-__attribute__((target("avx2,fma"))) void ForwardAvx2(const Geometry& g, const float* x, float* y, const double* scale,
-                                                     const double* bias, double epsilon, double* mean, double* var,
-                                                     Activation activation, float* affine, int64_t begin,
-                                                     int64_t end) {
-  ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
-}
-
-__attribute__((target("avx2,fma"))) void ApplyAvx2(const Geometry& g, const float* x, float* y, const float* affine,
-                                                   Activation activation, int64_t begin, int64_t end) {
-  ApplyChannels(g, x, y, affine, activation, begin, end);
-}
-
-__attribute__((target("avx2,fma"))) void BackwardAvx2(const Geometry& g, const float* dy, const float* x, float* dx,
-                                                      const double* scale, const double* saved_mean,
-                                                      const double* saved_inv_std, double epsilon,
-                                                      const float* affine, Activation gated, double* dscale,
-                                                      double* dbias, int64_t begin, int64_t end) {
-  BackwardGatedChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias, begin,
-                        end);
-}
+// The same source for each x86-64 ISA: AVX2/FMA, and AVX-512 (twice the lanes for SiLU's exp and the sums).
+#define ET_BN_ISA_KERNELS(Suffix, Target)                                                                          \
+  __attribute__((target(Target))) void Forward##Suffix(const Geometry& g, const float* x, float* y,                 \
+                                                       const double* scale, const double* bias, double epsilon,     \
+                                                       double* mean, double* var, Activation activation,            \
+                                                       float* affine, int64_t begin, int64_t end) {                 \
+    ForwardChannels(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);                     \
+  }                                                                                                                 \
+  __attribute__((target(Target))) void Apply##Suffix(const Geometry& g, const float* x, float* y,                   \
+                                                     const float* affine, Activation activation, int64_t begin,     \
+                                                     int64_t end) {                                                 \
+    ApplyChannels(g, x, y, affine, activation, begin, end);                                                        \
+  }                                                                                                                 \
+  __attribute__((target(Target))) void Backward##Suffix(                                                            \
+      const Geometry& g, const float* dy, const float* x, float* dx, const double* scale, const double* saved_mean, \
+      const double* saved_inv_std, double epsilon, const float* affine, Activation gated, double* dscale,           \
+      double* dbias, int64_t begin, int64_t end) {                                                                  \
+    BackwardGatedChannels(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias,    \
+                          begin, end);                                                                              \
+  }                                                                                                                 \
+  __attribute__((target(Target))) void MapRow##Suffix(const float* x, float* y, int64_t count, float a, float b,    \
+                                                      Activation activation) {                                      \
+    AffineRow(x, y, count, a, b, activation);                                                                      \
+  }
+ET_BN_ISA_KERNELS(Avx2, "avx2,fma")
+ET_BN_ISA_KERNELS(Avx512, "avx512f,avx2,fma,prefer-vector-width=512")
+#undef ET_BN_ISA_KERNELS
 #endif
+
+void MapRowPortable(const float* x, float* y, int64_t count, float a, float b, Activation activation) {
+  AffineRow(x, y, count, a, b, activation);
+}
 
 #undef ET_BN_INLINE
 
 }  // namespace
 
-Isa BestIsa() { return CpuHasAvx2Fma() ? Isa::kAvx2 : Isa::kPortable; }
+Isa BestIsa() {
+  static const Isa best = CpuHasAvx512() ? Isa::kAvx512 : CpuHasAvx2Fma() ? Isa::kAvx2 : Isa::kPortable;
+  return best;
+}
+
+// Runs the AVX-512 or AVX2 clone for `isa` where the CPU has it, else the portable one.
+#if defined(EDGETRAIN_BATCHNORM_AVX2)
+#define ET_BN_DISPATCH(Name, ...)                                                                 \
+  do {                                                                                           \
+    if (isa == Isa::kAvx512 && CpuHasAvx512()) return Name##Avx512(__VA_ARGS__);                 \
+    if ((isa == Isa::kAvx2 || isa == Isa::kAvx512) && CpuHasAvx2Fma()) return Name##Avx2(__VA_ARGS__); \
+    return Name##Portable(__VA_ARGS__);                                                          \
+  } while (false)
+#else
+#define ET_BN_DISPATCH(Name, ...)   \
+  do {                             \
+    (void)isa;                     \
+    return Name##Portable(__VA_ARGS__); \
+  } while (false)
+#endif
+
+void MapRow(Isa isa, const float* x, float* y, int64_t count, float a, float b, Activation activation) {
+  ET_BN_DISPATCH(MapRow, x, y, count, a, b, activation);
+}
 
 void TrainingForward(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t batch, int64_t channels,
                      int64_t spatial, const double* scale, const double* bias, double epsilon, double* mean,
                      double* var, Activation activation, float* affine) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
-#if defined(EDGETRAIN_BATCHNORM_AVX2)
-    if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
-      return ForwardAvx2(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
-#endif
-    (void)isa;
-    ForwardPortable(g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
+    ET_BN_DISPATCH(Forward, g, x, y, scale, bias, epsilon, mean, var, activation, affine, begin, end);
   });
 }
 
@@ -469,11 +498,7 @@ void ApplyAffine(ThreadPool& threads, Isa isa, const float* x, float* y, int64_t
                  int64_t spatial, const float* affine, Activation activation) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
-#if defined(EDGETRAIN_BATCHNORM_AVX2)
-    if (isa == Isa::kAvx2 && CpuHasAvx2Fma()) return ApplyAvx2(g, x, y, affine, activation, begin, end);
-#endif
-    (void)isa;
-    ApplyPortable(g, x, y, affine, activation, begin, end);
+    ET_BN_DISPATCH(Apply, g, x, y, affine, activation, begin, end);
   });
 }
 
@@ -483,16 +508,12 @@ void TrainingBackward(ThreadPool& threads, Isa isa, const float* dy, const float
                       const float* affine, Activation gated) {
   const Geometry g{batch, channels, spatial};
   threads.ParallelFor(channels, GrainFor(batch * spatial), [&](int64_t begin, int64_t end) {
-#if defined(EDGETRAIN_BATCHNORM_AVX2)
-    if (isa == Isa::kAvx2 && CpuHasAvx2Fma())
-      return BackwardAvx2(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias,
-                          begin, end);
-#endif
-    (void)isa;
-    BackwardPortable(g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias, begin,
-                     end);
+    ET_BN_DISPATCH(Backward, g, dy, x, dx, scale, saved_mean, saved_inv_std, epsilon, affine, gated, dscale, dbias,
+                   begin, end);
   });
 }
+
+#undef ET_BN_DISPATCH
 
 }  // namespace batchnorm
 
