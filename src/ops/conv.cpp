@@ -1441,7 +1441,7 @@ void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* ph
 
 #if defined(__x86_64__)
 // Y plane of image n, channel c (then max(y, 0) when `relu`). The plane's output vectors (8 columns of a row, rows
-// padded to whole vectors) go four at a time with independent sums, across rows: rows of one or two vectors (7x7
+// padded to whole vectors) go eight at a time with independent sums, across rows: rows of one or two vectors (7x7
 // and 14x14 outputs) would leave each sum a chain of dependent FMAs.
 __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometry& g, int64_t n, int64_t c,
                                                                const float* x, const float* w, const float* b,
@@ -1459,12 +1459,13 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   float* plane = y + (n * g.out_channels + c) * oh * ow;
   const int64_t per_row = p.ow8 / 8, units = oh * per_row;
+  constexpr int kUnits = 8;
   int64_t r = 0, col = 0;  // of the next unit
-  for (int64_t u = 0; u < units; u += 4) {
-    const float* from[4];
-    float* out[4];
-    int64_t valid[4];
-    for (int q = 0; q < 4; ++q) {  // past the last unit, repeat it (computed, not stored)
+  for (int64_t u = 0; u < units; u += kUnits) {
+    const float* from[kUnits];
+    float* out[kUnits];
+    int64_t valid[kUnits];
+    for (int q = 0; q < kUnits; ++q) {  // past the last unit, repeat it (computed, not stored)
       from[q] = phases + r * sh * p.phase_w + col;
       out[q] = plane + r * ow + col;
       valid[q] = u + q < units ? std::min<int64_t>(8, ow - col) : 0;
@@ -1473,17 +1474,16 @@ __attribute__((target("avx2,fma"))) void DepthwiseForwardPlane(const ConvGeometr
         ++r;
       }
     }
-    __m256 a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+    __m256 sums[kUnits];
+#pragma GCC unroll 8
+    for (int q = 0; q < kUnits; ++q) sums[q] = bias;
     for (int64_t t = 0; t < count; ++t) {
       const __m256 tap = _mm256_set1_ps(taps[t]);
       const int64_t o = offsets[t];
-      a0 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[0] + o), a0);
-      a1 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[1] + o), a1);
-      a2 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[2] + o), a2);
-      a3 = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[3] + o), a3);
+#pragma GCC unroll 8
+      for (int q = 0; q < kUnits; ++q) sums[q] = _mm256_fmadd_ps(tap, _mm256_loadu_ps(from[q] + o), sums[q]);
     }
-    const __m256 sums[4] = {a0, a1, a2, a3};
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < kUnits; ++q) {
       const __m256 v = relu ? _mm256_max_ps(sums[q], zero) : sums[q];
       if (valid[q] == 8) {
         _mm256_storeu_ps(out[q], v);
