@@ -282,6 +282,50 @@ TEST(ConvFloat32Threads, TwoThreadsMatchOne) {
   SetKernelBackend(saved);
 }
 
+// Pointwise convolutions on planes of up to 64 positions run as one GEMM over the batch (channel-major): against each
+// image on its own (batch 1 keeps the GEMM per image): Y with bias, dX, and dW against the images' sum, within rounding
+// (the GEMMs block their sums differently).
+TEST(ConvPointwise, OneGemmOverTheBatchMatchesEachImageAlone) {
+  const int64_t batch = 3, in_channels = 6, out_channels = 7;
+  for (const Shape& plane : {Shape{5, 5}, Shape{8, 8}, Shape{1, 9}}) {
+    const int64_t positions = plane[0] * plane[1];
+    Shape x_shape = {batch, in_channels}, y_shape = {batch, out_channels};
+    x_shape.insert(x_shape.end(), plane.begin(), plane.end());
+    y_shape.insert(y_shape.end(), plane.begin(), plane.end());
+    const Tensor x = RandomFloats(x_shape, 41), w = RandomFloats({out_channels, in_channels, 1, 1}, 42);
+    const Tensor b = RandomFloats({out_channels}, 43), dy = RandomFloats(y_shape, 44);
+    auto image = [&](const Tensor& t, int64_t n) {
+      Shape shape = t.shape();
+      shape[0] = 1;
+      Tensor one(DataType::kFloat32, shape);
+      const int64_t size = one.numel();
+      std::copy_n(t.data<float>() + n * size, size, one.data<float>());
+      return one;
+    };
+    auto conv = [&](const Tensor& xs) { return RunNode(OnnxNode("Conv", {xs, w, b}, {})); };
+    auto grad = [&](const Tensor& dys, const Tensor& xs) {
+      OneNode node;
+      node.op = "ConvGrad";
+      node.inputs = {dys, xs, w};
+      node.outputs = {true, true, true};
+      return RunNode(node);
+    };
+    const std::vector<Tensor> y = conv(x), g = grad(dy, x);
+    std::vector<double> dw_sum(static_cast<size_t>(out_channels * in_channels), 0.0);
+    const std::string label = ShapeToString(x_shape);
+    for (int64_t n = 0; n < batch; ++n) {
+      const std::vector<Tensor> y1 = conv(image(x, n)), g1 = grad(image(dy, n), image(x, n));
+      const int64_t y_size = out_channels * positions, x_size = in_channels * positions;
+      for (int64_t i = 0; i < y_size; ++i)
+        ASSERT_NEAR(y[0].data<float>()[n * y_size + i], y1[0].data<float>()[i], 1e-6) << label << " Y image " << n;
+      for (int64_t i = 0; i < x_size; ++i)
+        ASSERT_NEAR(g[0].data<float>()[n * x_size + i], g1[0].data<float>()[i], 1e-6) << label << " dX image " << n;
+      for (size_t i = 0; i < dw_sum.size(); ++i) dw_sum[i] += g1[1].data<float>()[i];
+    }
+    for (size_t i = 0; i < dw_sum.size(); ++i) EXPECT_NEAR(g[1].data<float>()[i], dw_sum[i], 1e-5) << label << " dW";
+  }
+}
+
 // 3x3 stride-1 convolutions of 16 or more channels (ResNet's) run oneDNN's Winograd where it has one (AVX-512):
 // there the switch changes the bits; elsewhere, and in builds without oneDNN, it changes nothing (the refused
 // algorithm falls back to the direct kernels).

@@ -967,6 +967,48 @@ void Winograd1DForward(KernelContext& ctx, const ConvGeometry& g, const float* x
   }
 }
 
+// Pointwise convolutions on planes of at most this many positions (7x7, 8x8) run as one GEMM over the whole batch:
+// a GEMM per image there is too narrow (EfficientNet-B0's 7x7 dX and forward take 20-35% less time batched).
+constexpr int64_t kBatchedPointwisePositions = 64;
+
+bool BatchesPointwise(const ConvGeometry& g) {
+  return IsPointwise(g) && g.group == 1 && g.batch > 1 && g.OutputSize() <= kBatchedPointwisePositions;
+}
+
+// out[n, o, p] = sum over i of op(W)[o, i] * in[n, i, p] (+ bias[o], then max(., 0) when `relu`) as one GEMM on the
+// batch gathered channel-major, [channels, batch * positions]. op(W) is W [out, in] or, `transposed`, W^T of a W
+// stored [in, out]; `pitch` is W's row pitch.
+template <typename T>
+void PointwiseOverBatch(KernelContext& ctx, int64_t batch, int64_t positions, int64_t in_channels,
+                        int64_t out_channels, const T* w, int64_t pitch, bool transposed, const T* in, T* out,
+                        const T* bias = nullptr, bool relu = false) {
+  ThreadPool& threads = ctx.threads();
+  const int64_t columns = batch * positions;
+  NodeScratch<T> scratch(ctx, static_cast<size_t>((in_channels + out_channels) * columns));
+  T* gathered = scratch.Take(static_cast<size_t>(in_channels * columns)).data();
+  T* product = scratch.Take(static_cast<size_t>(out_channels * columns)).data();
+  const int64_t grain = std::max<int64_t>(1, 4096 / columns);
+  threads.ParallelFor(in_channels, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c)
+      for (int64_t n = 0; n < batch; ++n)
+        std::copy_n(in + (n * in_channels + c) * positions, positions, gathered + c * columns + n * positions);
+  });
+  Gemm<T>(transposed, false, out_channels, columns, in_channels, T(1), w, pitch, gathered, columns, T(0), product,
+          columns, &threads);
+  threads.ParallelFor(out_channels, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o)
+      for (int64_t n = 0; n < batch; ++n) {
+        const T* from = product + o * columns + n * positions;
+        T* to = out + (n * out_channels + o) * positions;
+        const T shift = bias ? bias[o] : T(0);
+        for (int64_t p = 0; p < positions; ++p) {
+          const T v = from[p] + shift;
+          to[p] = relu && !(v > T(0)) ? T(0) : v;
+        }
+      }
+  });
+}
+
 // y = conv(x, w) + b (b may be null), then max(y, 0) when `relu`; all contiguous, layouts as in ONNX.
 template <typename T>
 void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T* wp, const T* bp, T* yp,
@@ -987,6 +1029,9 @@ void ConvCompute(KernelContext& ctx, const ConvGeometry& g, const T* xp, const T
     return;
   }
   const bool pointwise = IsPointwise(g);
+  if (BatchesPointwise(g))
+    return PointwiseOverBatch(ctx, g.batch, out_size, g.in_channels, g.out_channels, wp, rows, false, xp, yp, bp,
+                              relu);
   if constexpr (std::is_same_v<T, float>) {
     if (IsWinograd1D(g)) return Winograd1DForward(ctx, g, xp, wp, bp, yp, relu);
     const ShiftedGrid grid = pointwise ? ShiftedGrid{} : ShiftedGrid::Of<T>(g);
@@ -1866,6 +1911,11 @@ void ConvBackwardCompute(KernelContext& ctx, const ConvGeometry& g, const T* dy,
     if (dx)
       Gemm<T>(false, false, g.batch, rows, g.out_channels, T(1), dy, g.out_channels, w, rows, T(0), dx, rows, &threads);
     return;
+  }
+  if (dx && BatchesPointwise(g)) {  // dX = W^T dY, one GEMM over the batch; dW stays a product per image
+    PointwiseOverBatch(ctx, g.batch, out_size, g.out_channels, g.in_channels, w, rows, true, dy, dx);
+    dx = nullptr;
+    if (!dw) return;
   }
   if constexpr (std::is_same_v<T, float>) {
     if (grid.active() && dw && g.batch > 0) {
