@@ -470,7 +470,7 @@ Isa BestIsa() {
 #define ET_BN_DISPATCH(Name, ...)                                                                 \
   do {                                                                                           \
     if (isa == Isa::kAvx512 && CpuHasAvx512()) return Name##Avx512(__VA_ARGS__);                 \
-    if ((isa == Isa::kAvx2 || isa == Isa::kAvx512) && CpuHasAvx2Fma()) return Name##Avx2(__VA_ARGS__); \
+    if (isa != Isa::kPortable && CpuHasAvx2Fma()) return Name##Avx2(__VA_ARGS__);                \
     return Name##Portable(__VA_ARGS__);                                                          \
   } while (false)
 #else

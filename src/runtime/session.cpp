@@ -173,10 +173,11 @@ class OperatorProfile {
   }
   void Add(const Node& node, double ms) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Entry& e = by_key_[by_node_ ? node.Describe() : OperatorType(node)];
+    std::string op = OperatorType(node);
+    Entry& e = by_key_[by_node_ ? node.Describe() : op];
+    if (e.calls == 0) e.op = std::move(op);
     e.ms += ms;
     e.fastest = e.calls == 0 ? ms : std::min(e.fastest, ms);
-    e.op = OperatorType(node);
     ++e.calls;
   }
 
