@@ -9,7 +9,8 @@ peers that scripts/setup.sh installs. Writes bench/results.md and prints it (--o
 Each side-by-side pair is measured in N rounds (default 3), edgetrain and the peer alternating, and
 each side keeps its fastest round: a burst of other work on the machine then has to hit the same side
 in every round to move a ratio. About 3-5 minutes on 2 cores without the `zoo` section (bench/zoo.py:
-torchvision models at 224x224 against PyTorch and ORT's native training build, one round, much longer). Peak RSS is each child process's getrusage maximum."""
+torchvision models at 224x224 against PyTorch and ORT's native training build, in the same rounds, much
+longer). Peak RSS is each child process's getrusage maximum."""
 import argparse
 import datetime
 import json
@@ -115,7 +116,7 @@ class Bench:
         """(ours(), theirs()) over self.rounds alternating rounds, each side's round with the lowest median
         time (the first failure when no round of that side succeeded)."""
         results = [(ours(), theirs()) for _ in range(self.rounds)]
-        return tuple(fastest([r[side] for r in results]) for side in (0, 1))
+        return tuple(zoo.fastest([r[side] for r in results]) for side in (0, 1))
 
     def timing_args(self, budget_s, warmup=3, min_steps=20, max_steps=200):
         if self.quick:
@@ -247,7 +248,7 @@ class Bench:
             self.sizes.append((label, os.path.getsize(path), stripped, strip.stderr.strip()[:200]))
 
     def measure_zoo(self):
-        self.zoo = zoo.ZooBench(run_child, self.build, self.work, self.quick, log=log)
+        self.zoo = zoo.ZooBench(run_child, self.build, self.work, self.quick, log=log, rounds=self.rounds)
         self.zoo.measure()
 
     def measure_zoo_memory(self):
@@ -289,11 +290,6 @@ def ort_reference_inputs(set_dir):
 
 
 # -- the report -------------------------------------------------------------------------------------
-
-def fastest(results):
-    ok = [r for r in results if r.ok and r["median_ms"] is not None]
-    return min(ok, key=lambda r: r["median_ms"]) if ok else results[0]
-
 
 def ms(r):
     return f"{r['median_ms']:.3g} ms" if r.ok else error_cell(r.error)

@@ -9,9 +9,12 @@ makes, with its own `generate_artifacts`). Step time (train step + optimizer ste
 AdamW, median) and each training process's peak RSS (getrusage; artifact generation runs in its own
 process and is not counted).
 
-    /usr/bin/python3 bench/zoo.py [--quick] [--models M ...] [--modes full head] [--threads 1 2]
+    /usr/bin/python3 bench/zoo.py [--quick] [--models M ...] [--modes full head] [--threads 1 2] [--rounds N]
     /usr/bin/python3 bench/zoo.py memory [--models M ...] [--batches 8 32]   (peak RSS and per-sample slope)
     /usr/bin/python3 bench/zoo.py frozen [--models M ...] [--threads 1]      (head-only over an eval-mode backbone)
+
+`--rounds N` runs the three trainers N times per row, their order rotating, and each keeps its fastest round (as
+bench/run.py's pairs do): a slow spell of this shared machine then has to hit the same trainer in every round.
 
 `frozen`: the backbone exported in eval mode (model.eval(), TrainingMode.PRESERVE) and kept so by
 `generate-artifacts --frozen-backbone-as-exported`; edgetrain's head-only step without and with
@@ -206,10 +209,11 @@ class ZooBench:
     """Measures every (model, mode, threads) with the three trainers; `rows` holds the results."""
 
     def __init__(self, run_child, build, work, quick, models=None, modes=("full", "head"), threads=(1, 2),
-                 batch=8, image=224, log=print):
+                 batch=8, image=224, log=print, rounds=1):
         self.run_child, self.build, self.work, self.quick = run_child, build, work, quick
         self.models, self.modes, self.threads = list(models or ZOO), list(modes), list(threads)
         self.batch, self.image, self.log = batch, image, log
+        self.rounds = 1 if quick else rounds
         self.rows = []
 
     def steps(self):
@@ -236,17 +240,25 @@ class ZooBench:
                 for t in self.threads:
                     timing = ["--warmup", "1", "--min-steps", "3", "--max-steps", "3", "--budget-s", "0.1"] \
                         if self.quick else ["--warmup", "2", "--min-steps", "10", "--max-steps", "30", "--budget-s", "10"]
-                    ours = gen if not gen.ok else self.run_child(
-                        [bench_bin, "train", ours_dir, "--batch", str(self.batch), "--threads", str(t), *timing],
-                        threads=t, timeout=900)
-                    theirs = self.run_child([PYTHON, me, "torch", name, "--mode", mode, "--threads", str(t),
-                                             "--batch", str(self.batch), "--image", str(self.image), *self.steps()],
-                                            threads=t, timeout=900, env=torch_env(t))
-                    ort = ort_gen if not ort_gen.ok else self.run_child(
-                        [ORT_TRAINING_PYTHON, me, "ort-train", ort_dir, "--threads", str(t), "--batch", str(self.batch),
-                         "--image", str(self.image), *self.steps()], threads=t, timeout=900)
-                    self.log(f"zoo {name} {mode} T={t}: edgetrain {cell_ms(ours)}, PyTorch {cell_ms(theirs)} "
-                             f"({theirs['openblas_kernel']}), ORT training {cell_ms(ort)}")
+                    trainers = [
+                        lambda: gen if not gen.ok else self.run_child(
+                            [bench_bin, "train", ours_dir, "--batch", str(self.batch), "--threads", str(t), *timing],
+                            threads=t, timeout=900),
+                        lambda: self.run_child([PYTHON, me, "torch", name, "--mode", mode, "--threads", str(t),
+                                                "--batch", str(self.batch), "--image", str(self.image), *self.steps()],
+                                               threads=t, timeout=900, env=torch_env(t)),
+                        lambda: ort_gen if not ort_gen.ok else self.run_child(
+                            [ORT_TRAINING_PYTHON, me, "ort-train", ort_dir, "--threads", str(t), "--batch",
+                             str(self.batch), "--image", str(self.image), *self.steps()], threads=t, timeout=900)]
+                    # Rounds rotate the order of the three, so that a slow spell of the machine lands on each in turn.
+                    results = [[], [], []]
+                    for r in range(self.rounds):
+                        for i in [(r + k) % 3 for k in range(3)]:
+                            results[i].append(trainers[i]())
+                        self.log(f"zoo {name} {mode} T={t} round {r + 1}: edgetrain {cell_ms(results[0][-1])}, "
+                                 f"PyTorch {cell_ms(results[1][-1])} ({results[1][-1]['openblas_kernel']}), "
+                                 f"ORT training {cell_ms(results[2][-1])}")
+                    ours, theirs, ort = (fastest(side) for side in results)
                     self.rows.append((name, mode, t, ours, theirs, ort))
 
     def report(self, check):
@@ -408,6 +420,12 @@ class MemoryBench:
         return lines + [""]
 
 
+def fastest(results):
+    """The successful result with the lowest median step time, else the first failure."""
+    ok = [r for r in results if r.ok and r["median_ms"] is not None]
+    return min(ok, key=lambda r: r["median_ms"]) if ok else results[0]
+
+
 def ratio(a, b):
     return a["median_ms"] / b["median_ms"] if a.ok and b.ok and a["median_ms"] and b["median_ms"] else None
 
@@ -450,6 +468,8 @@ def main():
     r.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     r.add_argument("--batch", type=int, default=8)
     r.add_argument("--image", type=int, default=224)
+    r.add_argument("--rounds", type=int, default=1,
+                   help="rounds of the three trainers, their order rotating; each keeps its fastest (default 1)")
     mem = sub.add_parser("memory", help="peak RSS at two batch sizes and the per-sample slope, against PyTorch")
     mem.add_argument("--build", default=os.path.join(ROOT, "build"))
     mem.add_argument("--models", nargs="*", choices=list(ZOO), default=list(ZOO))
@@ -496,7 +516,7 @@ def main():
             sys.exit(f"zoo: {ORT_TRAINING_PYTHON} missing (scripts/setup.sh makes the venv)")
         with tempfile.TemporaryDirectory(prefix="edgetrain-zoo-") as work:
             zoo = ZooBench(bench_run.run_child, os.path.abspath(a.build), work, a.quick, a.models, a.modes, a.threads,
-                           a.batch, a.image, log=bench_run.log)
+                           a.batch, a.image, log=bench_run.log, rounds=max(1, a.rounds))
             zoo.measure()
             print("\n".join(zoo.report(lambda what, value, limit: bench_run.verdict(value, limit))))
 

@@ -3,6 +3,8 @@
 // (the direct kernels); and the reference kernels' float32 fast paths against their float64 plain loops.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "backend_check.hpp"
@@ -329,6 +331,52 @@ TEST(ConvPointwise, OneGemmOverTheBatchMatchesEachImageAlone) {
 // 3x3 stride-1 convolutions of 16 or more channels (ResNet's) run oneDNN's Winograd where it has one (AVX-512):
 // there the switch changes the bits; elsewhere, and in builds without oneDNN, it changes nothing (the refused
 // algorithm falls back to the direct kernels).
+// Float32 2-D max pools compute their windows' taps (pool.cpp, DirectWindows2D) where float64 reads them from the
+// window table: the same taps in the same order, so the same maxima, the same first-maximum Indices, and MaxPoolGrad's
+// same sums. Integer values make ties common; NaN and -inf sit in some windows; small integer dY add exactly.
+TEST(MaxPoolDirect, SameMaximaIndicesAndGradientsAsTheWindowTable) {
+  struct Pool {
+    Shape x;
+    std::vector<int64_t> kernel, strides, pads;
+    int64_t ceil_mode;
+  };
+  const std::vector<Pool> pools = {
+      {{2, 3, 11, 12}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},  // ResNet's stem pool
+      {{1, 2, 9, 9}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0},    {{1, 2, 8, 10}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 0},
+      {{1, 2, 9, 10}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},   {{1, 2, 10, 9}, {5, 3}, {2, 3}, {2, 1, 1, 0}, 0},
+      {{1, 1, 7, 8}, {3, 2}, {3, 3}, {1, 0, 0, 1}, 1},    {{1, 2, 4, 5}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0},
+  };
+  for (const Pool& p : pools) {
+    const std::string label = "input " + ShapeToString(p.x) + " kernel " + std::to_string(p.kernel[0]) + "x" +
+                              std::to_string(p.kernel[1]) + " stride " + std::to_string(p.strides[0]);
+    const int64_t n = NumElements(p.x);
+    std::vector<double> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<double>((i * 7 + i / 5) % 5) - 2.0;
+    x[3] = std::nan("");
+    x[static_cast<size_t>(n / 2)] = -std::numeric_limits<double>::infinity();
+    AttributeMap attributes = {{"kernel_shape", Attribute::Ints(p.kernel)}, {"strides", Attribute::Ints(p.strides)},
+                               {"pads", Attribute::Ints(p.pads)}, {"ceil_mode", Attribute::Int(p.ceil_mode)}};
+    const Tensor x64 = Tensor::FromVector<double>(x, p.x);
+    const std::vector<Tensor> table = RunReference(OnnxNode("MaxPool", {x64}, attributes, 2));
+    const std::vector<Tensor> direct = RunReference(OnnxNode("MaxPool", {Float32Of(x64)}, attributes, 2));
+    const std::vector<double> expected = table[0].ToDoubleVector(), actual = direct[0].ToDoubleVector();
+    ASSERT_EQ(actual.size(), expected.size()) << label;
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_TRUE(actual[i] == expected[i] || (std::isnan(actual[i]) && std::isnan(expected[i])))
+          << label << " output " << i << ": " << actual[i] << " against " << expected[i];
+    EXPECT_EQ(direct[1].ToVector<int64_t>(), table[1].ToVector<int64_t>()) << label;
+
+    std::vector<double> dy(static_cast<size_t>(table[0].numel()));
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<double>(i % 7) - 3.0;
+    const Tensor dy64 = Tensor::FromVector<double>(dy, table[0].shape());
+    OneNode grad = OnnxNode("MaxPoolGrad", {dy64, x64}, attributes);
+    grad.domain = kEdgetrainDomain;
+    const std::vector<double> dx_table = RunReference(grad)[0].ToDoubleVector();
+    grad.inputs = {Float32Of(dy64), Float32Of(x64)};
+    EXPECT_EQ(RunReference(grad)[0].ToDoubleVector(), dx_table) << label;
+  }
+}
+
 TEST(ConvWinograd, RunsWhereOneDnnHasItAndMatchesReference) {
   const KernelBackend saved_backend = ActiveKernelBackend();
   const AttributeMap attributes = {{"pads", Ints({1, 1, 1, 1})}};

@@ -283,6 +283,12 @@ std::vector<OpCase> NormBackendCases() {
           [] {
             return LayerNorm({7, 3, 20}, 2, {20}, {20}, 1);
           }),
+      row("LayerNormOnlyStatistics",  // Y unread, as the gradient's copy of a PyTorch export runs it
+          [] {
+            OneNode node = LayerNorm({6, 50}, -1, {50}, {50});
+            node.outputs = {false, true, true};
+            return node;
+          }),
       row("LayerNormFloat64Statistics",
           [] {
             return LayerNorm({4, 50}, 1, {50}, {50}, 3, static_cast<int64_t>(DataType::kFloat64));

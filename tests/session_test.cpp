@@ -291,6 +291,44 @@ TEST(Session, InPlaceBatchNormalizationGradMatchesTheOutOfPlaceOne) {
   EXPECT_GT(in_place.planned_peak_bytes(), 0u);
 }
 
+// An output nothing reads is dead once its node returns: every node's unread outputs share the session's buffers
+// rather than each keeping one (ViT-B/32's gradient ran 25 LayerNormalizations whose Y nobody read). Eight Splits
+// whose second halves nobody reads allocate those halves' memory once, as one Split does.
+TEST(Session, UnreadOutputsShareOneBuffer) {
+  auto model = [](int splits) {
+    onnx::ModelProto m = NewModel();
+    auto* g = m.mutable_graph();
+    AddValue(g->mutable_input(), "x", kFloat, {"1000", "6"});
+    for (int i = 0; i < splits; ++i) {
+      const std::string index = std::to_string(i);
+      auto* axis = AddNode(g, "Split", {"x"}, {"y" + index, "unread" + index}, "split" + index)->add_attribute();
+      axis->set_name("axis");
+      axis->set_type(onnx::AttributeProto::INT);
+      axis->set_i(1);
+      AddValue(g->mutable_output(), "y" + index, kFloat, {"1000", "3"});
+    }
+    return m;
+  };
+  std::vector<float> xv(6000);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i);
+  const Tensor x = Tensor::FromVector<float>(xv, {1000, 6});
+  auto bytes_of_two_runs = [&](Session& s, int splits) {
+    const uint64_t before = Tensor::allocated_bytes();
+    for (int run = 0; run < 2; ++run) {
+      const std::vector<Tensor> ys = s.Run({{"x", x}});
+      EXPECT_EQ(ys.size(), static_cast<size_t>(splits));
+      for (const Tensor& y : ys) {
+        EXPECT_EQ(y.ToVector<float>()[0], 0.0f);
+        EXPECT_EQ(y.ToVector<float>()[2999], 5996.0f);  // row 999, column 2
+      }
+    }
+    return Tensor::allocated_bytes() - before;
+  };
+  Session one = SessionFrom(model(1), "one_split.onnx"), eight = SessionFrom(model(8), "eight_splits.onnx");
+  const uint64_t output_bytes = 12032;  // [1000, 3] float32, padded to 64 bytes: each run's graph outputs are fresh
+  EXPECT_EQ(bytes_of_two_runs(eight, 8) - bytes_of_two_runs(one, 1), 2 * 7 * output_bytes);
+}
+
 TEST(Session, ViewsShareTheirInputsMemory) {
   // Identity, Reshape and friends hand on their input's memory: nothing to plan, nothing copied
   // but the graph output, which never points into the caller's or the session's memory.

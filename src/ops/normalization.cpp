@@ -1434,7 +1434,9 @@ void LayerNormalization(KernelContext& ctx) {
   const int64_t cols = NumElements(normalized);
   Shape stat_shape = x.shape();
   for (int64_t d = axis; d < rank; ++d) stat_shape[d] = 1;
-  if (DnnlLayerNormalization(ctx, normalized, rows, cols, epsilon, stat_dtype, stat_shape)) return;
+  // Y unread: a gradient's copy run for its statistics alone (PyTorch exports LayerNormalization without them).
+  const bool writes_y = ctx.HasOutput(0);
+  if (writes_y && DnnlLayerNormalization(ctx, normalized, rows, cols, epsilon, stat_dtype, stat_shape)) return;
 
   VisitFloat(x.dtype(), node.Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -1442,17 +1444,18 @@ void LayerNormalization(KernelContext& ctx) {
     std::vector<T> bias;
     if (ctx.HasInput(2)) bias = ExpandToNormalizedShape<T>(ctx, ctx.Input(2), "B", normalized);
     const T* xp = x.data<T>();
-    T* yp = ctx.Output(0, x.shape(), x.dtype()).template data<T>();
+    T* yp = writes_y ? ctx.Output(0, x.shape(), x.dtype()).template data<T>() : nullptr;
     std::vector<double> means(rows), inv_stds(rows);
     ctx.threads().ParallelFor(rows, GrainFor(cols), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const T* src = xp + row * cols;
-        T* dst = yp + row * cols;
         const double m = cols > 0 ? Sum(src, cols) / static_cast<double>(cols) : 0.0;
         const double squares = SquaresAbout(src, cols, static_cast<T>(m));
         const double inv_std = 1.0 / std::sqrt((cols > 0 ? squares / static_cast<double>(cols) : 0.0) + epsilon);
         means[row] = m;
         inv_stds[row] = inv_std;
+        if (!yp) continue;
+        T* dst = yp + row * cols;
         const T mean_t = static_cast<T>(m), inv_std_t = static_cast<T>(inv_std);
         if (bias.empty()) {
           for (int64_t i = 0; i < cols; ++i) dst[i] = (src[i] - mean_t) * inv_std_t * scale[i];

@@ -4,6 +4,7 @@
 // AveragePoolGrad (scatter over the same windows), plain-op rules for the Global* forms.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -217,6 +218,60 @@ void ForEachWindowMax(const PoolGeometry& g, const PoolWindows& windows, Extent,
   }
 }
 
+// 2-D float windows without dilation whose every window holds an input tap. Their taps are computed rather than read
+// from the table, whose int64 offsets (9 per window of a 3x3 pool) were most of the memory traffic (ResNet-18's
+// stride-2 pool over 112x112 planes). Not on WebAssembly, which takes four table windows at a time in vectors.
+bool DirectWindows2D(const PoolGeometry& g) {
+#if defined(__wasm_simd128__)
+  (void)g;
+  return false;
+#else
+  if (g.input.size() != 2) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.dilations[d] != 1 || g.pad_begin[d] >= g.kernel[d] ||
+        (g.output[d] - 1) * g.strides[d] >= g.input[d] + g.pad_begin[d])
+      return false;
+  return true;
+#endif
+}
+
+// fn(o, best, offset) for every output position o of a plane, in order: the same taps in the same order as the
+// table's windows (the valid taps of each window, row-major), so the same maxima and first-maximum offsets.
+// KH and KW are the kernel's extents when fixed at compile time (the tap loops unroll), else 0.
+template <int64_t KH, int64_t KW, typename Fn>
+void ForEachDirectWindowMax(const PoolGeometry& g, const float* plane, Fn&& fn) {
+  const int64_t h = g.input[0], w = g.input[1], kh = KH ? KH : g.kernel[0], kw = KW ? KW : g.kernel[1];
+  const int64_t sh = g.strides[0], sw = g.strides[1];
+  for (int64_t i = 0, o = 0; i < g.output[0]; ++i) {
+    const int64_t r0 = i * sh - g.pad_begin[0];
+    const int64_t r_lo = std::max<int64_t>(0, -r0), r_hi = std::min(kh, h - r0);
+    for (int64_t j = 0; j < g.output[1]; ++j, ++o) {
+      const int64_t c0 = j * sw - g.pad_begin[1];
+      const int64_t c_lo = std::max<int64_t>(0, -c0), c_hi = std::min(kw, w - c0);
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t at = (r0 + r_lo) * w + c0 + c_lo;
+      for (int64_t r = r_lo; r < r_hi; ++r) {
+        const int64_t row = (r0 + r) * w + c0;
+        for (int64_t c = c_lo; c < c_hi; ++c) {
+          const float v = plane[row + c];
+          const bool better = v > best;  // selects, not branches: random data mispredicts
+          at = better ? row + c : at;
+          best = better ? v : best;
+        }
+      }
+      fn(o, best, at);
+    }
+  }
+}
+
+// ForEachDirectWindowMax with the common kernels unrolled.
+template <typename Fn>
+void ForEachDirectWindowMaxOfKernel(const PoolGeometry& g, const float* plane, Fn&& fn) {
+  if (g.kernel[0] == 3 && g.kernel[1] == 3) return ForEachDirectWindowMax<3, 3>(g, plane, fn);
+  if (g.kernel[0] == 2 && g.kernel[1] == 2) return ForEachDirectWindowMax<2, 2>(g, plane, fn);
+  ForEachDirectWindowMax<0, 0>(g, plane, fn);
+}
+
 // Row-major spatial offset -> column-major spatial offset (MaxPool storage_order = 1).
 int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
   int64_t result = 0, stride = 1;
@@ -240,9 +295,26 @@ int64_t ColumnMajorOffset(int64_t offset, const Int64Vector& dims) {
 void MaxPoolCompute(KernelContext& ctx, const Tensor& x, const PoolGeometry& g, Tensor& y, int64_t* indices,
                     int64_t storage_order) {
   const std::string& what = ctx.node().Describe();
+  const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
+  if (x.dtype() == DataType::kFloat32 && DirectWindows2D(g)) {
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    ForEachPlane(ctx, g.planes, out_size * g.kernel[0] * g.kernel[1], [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        float* yout = yp + plane * out_size;
+        ForEachDirectWindowMaxOfKernel(g, xp + plane * in_size, [&](int64_t o, float best, int64_t best_offset) {
+          yout[o] = best;
+          if (indices) {
+            const int64_t local = storage_order == 0 ? best_offset : ColumnMajorOffset(best_offset, g.input);
+            indices[plane * out_size + o] = plane * in_size + local;
+          }
+        });
+      }
+    });
+    return;
+  }
   const auto cached_windows = WindowsFor(ctx, g);
   const PoolWindows& windows = *cached_windows;
-  const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
   VisitNumeric(x.dtype(), what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
@@ -490,10 +562,25 @@ void MaxPoolGradKernel(KernelContext& ctx) {
   CheckSameType(ctx, dy, x);
   const PoolGeometry g = ReadPoolGeometry(ctx, x.shape(), true);
   CheckPoolGradient(ctx, dy, x.shape(), g);
-  const auto cached_windows = WindowsFor(ctx, g);
-  const PoolWindows& windows = *cached_windows;
   Tensor& dx = ctx.Output(0, x.shape(), x.dtype());
   const int64_t in_size = g.InputSize(), out_size = g.OutputSize();
+  if (x.dtype() == DataType::kFloat32 && DirectWindows2D(g)) {
+    const float* xp = x.data<float>();
+    const float* dyp = dy.data<float>();
+    float* dxp = dx.data<float>();
+    ForEachPlane(ctx, g.planes, out_size * g.kernel[0] * g.kernel[1], [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const float* dyout = dyp + plane * out_size;
+        float* dxin = dxp + plane * in_size;
+        std::fill(dxin, dxin + in_size, 0.0f);
+        ForEachDirectWindowMaxOfKernel(g, xp + plane * in_size,
+                                       [&](int64_t o, float, int64_t best) { dxin[best] += dyout[o]; });
+      }
+    });
+    return;
+  }
+  const auto cached_windows = WindowsFor(ctx, g);
+  const PoolWindows& windows = *cached_windows;
   VisitFloat(x.dtype(), ctx.node().Describe(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -45,6 +46,39 @@ int64_t NodeOpset(const Node& node, const Model& model) {
   return node.opset ? node.opset : model.OpsetFor(node.domain);
 }
 
+// A tensor's bytes; UINT64_MAX when they overflow or a dimension is negative.
+uint64_t CheckedBytes(const Shape& shape, DataType dtype) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d <= 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return d == 0 ? 0 : UINT64_MAX;
+  return __builtin_mul_overflow(n, DataTypeSize(dtype), &n) ? UINT64_MAX : n;
+}
+
+// Memory for the outputs nothing reads: one buffer per output index, shared by every step of an executor (such an
+// output is dead once its step returns), so that their sizes take the largest, not the sum (ViT-B/32's recomputed
+// LayerNormalizations, run for their statistics, wrote 25 unread Y tensors).
+class UnrequestedOutputs {
+ public:
+  // Output `i` of the running step; valid until the next step runs.
+  Tensor& Get(const Node& node, size_t i, const Shape& shape, DataType dtype) {
+    while (views_.size() <= i) {  // a deque: earlier outputs' references stay valid
+      views_.emplace_back();
+      buffers_.emplace_back();
+    }
+    const uint64_t bytes = std::max<uint64_t>(CheckedBytes(shape, dtype), 1);
+    // A string tensor owns its strings; a size past int64 gets Tensor's own error.
+    if (dtype == DataType::kString || bytes > static_cast<uint64_t>(INT64_MAX))
+      return views_[i] = Tensor(dtype, shape, node.Describe() + " output " + std::to_string(i));
+    if (buffers_[i].nbytes() < bytes)
+      buffers_[i] = Tensor(DataType::kUint8, {static_cast<int64_t>(bytes)},
+                           node.Describe() + " output " + std::to_string(i));
+    return views_[i] = Tensor::Borrow(dtype, shape, buffers_[i].raw());
+  }
+
+ private:
+  std::deque<Tensor> buffers_, views_;
+};
+
 // Where a node's requested outputs get their memory.
 class OutputMemory {
  public:
@@ -53,16 +87,16 @@ class OutputMemory {
 };
 
 // The KernelContext of one node execution: inputs point at runtime values, requested outputs get
-// memory from `memory`, unrequested ones reuse `scratch` (kept by the caller between runs).
+// memory from `memory`, unrequested ones from `unrequested`.
 class StepContext final : public KernelContext {
  public:
   StepContext(const Node& node, int64_t opset, ThreadPool* threads, std::mt19937_64* rng,
               const std::vector<const RuntimeValue*>& inputs, const std::vector<RuntimeValue*>& outputs,
-              std::vector<Tensor>& scratch, OutputMemory& memory, GraphExecutor* executor, size_t step,
+              UnrequestedOutputs& unrequested, OutputMemory& memory, GraphExecutor* executor, size_t step,
               const Graph* graph, KeptState* state = nullptr)
       : inputs_(inputs),
         outputs_(outputs),
-        scratch_(scratch),
+        unrequested_outputs_(unrequested),
         memory_(memory),
         executor_(executor),
         step_(step),
@@ -104,13 +138,7 @@ class StepContext final : public KernelContext {
   bool HasOutput(size_t i) const override { return i < outputs_.size() && outputs_[i] != nullptr; }
 
   Tensor& Output(size_t i, const Shape& shape, DataType dtype) override {
-    if (i >= outputs_.size() || !outputs_[i]) {
-      if (i >= scratch_.size()) scratch_.resize(i + 1);
-      Tensor& scratch = scratch_[i];
-      if (scratch.dtype() != dtype || scratch.shape() != shape)
-        scratch = Tensor(dtype, shape, node_->Describe() + " output " + std::to_string(i));
-      return scratch;
-    }
+    if (i >= outputs_.size() || !outputs_[i]) return unrequested_outputs_.Get(*node_, i, shape, dtype);
     outputs_[i]->is_sequence = false;
     outputs_[i]->tensor = memory_.Allocate(i, shape, dtype);
     return outputs_[i]->tensor;
@@ -153,7 +181,7 @@ class StepContext final : public KernelContext {
  private:
   const std::vector<const RuntimeValue*>& inputs_;
   const std::vector<RuntimeValue*>& outputs_;
-  std::vector<Tensor>& scratch_;
+  UnrequestedOutputs& unrequested_outputs_;
   OutputMemory& memory_;
   GraphExecutor* executor_;       // runs subgraphs; null where they cannot run
   size_t step_;                   // the node's place in executor_'s order
@@ -257,8 +285,8 @@ std::optional<std::vector<Tensor>> EvaluateNode(const Node& node, int64_t opset,
       return Tensor(dtype, shape, node.Describe() + " output '" + node.outputs[i] + "'");
     }
   } memory(node);
-  std::vector<Tensor> scratch(node.outputs.size());
-  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, scratch, memory, nullptr, 0, &graph);
+  UnrequestedOutputs unrequested;
+  StepContext ctx(node, opset, threads, rng, in_ptrs, out_ptrs, unrequested, memory, nullptr, 0, &graph);
   RejectStringInputs(*entry, node, in_ptrs);
   RunNamingNode(node, [&] { entry->kernel(ctx); });
   std::vector<Tensor> out;
@@ -398,7 +426,7 @@ class GraphExecutor {
 
     for (size_t k = 0; k < steps_.size(); ++k) {
       Step& step = steps_[k];
-      StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, step.scratch,
+      StepContext ctx(*step.node, step.opset, threads_, rng_, step.input_values, step.output_values, unrequested_,
                       step.memory, this, k, &graph_, &step.state);
       RejectStringInputs(*step.kernel, *step.node, step.input_values);
       if (OperatorProfile* profile = OperatorProfile::Active()) {
@@ -554,7 +582,6 @@ class GraphExecutor {
     // Pointers into values_ (fixed once compiled), so that a run builds no per-step lists.
     std::vector<const RuntimeValue*> input_values;
     std::vector<RuntimeValue*> output_values;
-    std::vector<Tensor> scratch;  // unrequested outputs, reused between runs
     StepMemory memory;
     KeptState state;  // the kernel's NodeState
   };
@@ -708,7 +735,6 @@ class GraphExecutor {
       Step& step = steps_[k];
       for (size_t s : step.inputs) step.input_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
       for (size_t s : step.outputs) step.output_values.push_back(s == kNoSlot ? nullptr : &values_[s]);
-      step.scratch.resize(step.outputs.size());
       step.memory.executor = this;
       step.memory.step = k;
     }
@@ -843,13 +869,6 @@ class GraphExecutor {
     return BudgetPlanner(BudgetView(), measured).PlanWithin(budget_, place, model_.source);
   }
 
-  static uint64_t CheckedBytes(const Shape& shape, DataType dtype) {
-    uint64_t n = 1;
-    for (int64_t d : shape)
-      if (d <= 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return d == 0 ? 0 : UINT64_MAX;
-    return __builtin_mul_overflow(n, DataTypeSize(dtype), &n) ? UINT64_MAX : n;
-  }
-
   template <typename... What>
   void CheckMemoryLimit(uint64_t bytes, const What&... what) const {
     if (limit_ == 0) return;
@@ -871,6 +890,7 @@ class GraphExecutor {
   std::vector<std::pair<size_t, Tensor>> initializer_values_;
   std::vector<std::pair<size_t, std::string>> outer_slots_;
   std::vector<Step> steps_;
+  UnrequestedOutputs unrequested_;
   std::vector<bool> pinned_;  // never released or placed in the arena during a run
   std::vector<bool> is_initializer_;
   std::vector<bool> overridable_;    // per slot: a graph input (an initializer a feed may replace)
