@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Issue 6's performance benchmark: edgetrain against PyTorch, ONNX Runtime's training runtime and
 ONNX Runtime's native inference, each row checked against the issue's target. Uses what the build
-made (build/bench/train_step_bench, build/edgetrain, build/libedgetrain.a; build nothing here) and the
+made (build/bench/train_step_bench, build/edgetrain, build/libedgetrain_*.a; build nothing here) and the
 peers that scripts/setup.sh installs. Writes bench/results.md and prints it (--only: prints it).
 
     /usr/bin/python3 bench/run.py [--build DIR] [--quick] [--keep] [--only SECTION] [--rounds N]
@@ -236,7 +236,10 @@ class Bench:
 
     def measure_sizes(self):
         self.sizes = []
-        for label, path in [("libedgetrain.a (static library)", os.path.join(self.build, "libedgetrain.a")),
+        for label, path in [("libedgetrain_device.a (the device runtime)",
+                             os.path.join(self.build, "libedgetrain_device.a")),
+                            ("libedgetrain_offline.a (the offline library)",
+                             os.path.join(self.build, "libedgetrain_offline.a")),
                             ("edgetrain CLI", os.path.join(self.build, "edgetrain"))]:
             if not os.path.exists(path):
                 self.sizes.append((label, None, None, f"{path} not built"))
