@@ -1417,6 +1417,13 @@ struct PhaseColumns {
   }
 };
 
+// Zeroes the few floats of a phase row's margins with plain stores: GCC turns a zeroing loop into a memset call, and
+// those calls (two per row) took 4% of MobileNetV2's step. The volatile stores keep it from doing so.
+inline __attribute__((always_inline)) void ZeroMargin(float* to, int64_t count) {
+  volatile float* margin = to;
+  for (int64_t k = 0; k < count; ++k) margin[k] = 0.0f;
+}
+
 // The map goes over the whole plane into `mapped` first, as ChannelAffine computes it (batchnorm::MapRow on the best
 // ISA): rows of 7 or 14 columns would leave SiLU's exp mostly scalar.
 inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, const DepthwisePlanes& p,
@@ -1438,7 +1445,7 @@ inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, con
         continue;
       }
       const float* from = plane + iy * w + q - left;
-      std::fill(to, to + cols.first, 0.0f);
+      ZeroMargin(to, cols.first);
       if (p.stride == 1) {
         std::copy(from + cols.first, from + cols.last, to + cols.first);
       } else if (p.stride == 2) {  // a constant stride, which the compiler vectorizes (shuffles)
@@ -1446,7 +1453,7 @@ inline __attribute__((always_inline)) void FillPhases(const ConvGeometry& g, con
       } else {
         for (int64_t k = cols.first; k < cols.last; ++k) to[k] = from[k * p.stride];
       }
-      std::fill(to + cols.last, to + p.phase_w, 0.0f);
+      ZeroMargin(to + cols.last, p.phase_w - cols.last);
     }
   }
 }
@@ -1457,7 +1464,7 @@ const float* PaddedRows(const ConvGeometry& g, const DepthwisePlanes& p, const f
   if (ow == p.ow8) return plane;
   for (int64_t r = 0; r < oh; ++r) {
     std::copy(plane + r * ow, plane + (r + 1) * ow, padded + r * p.ow8);
-    std::fill(padded + r * p.ow8 + ow, padded + (r + 1) * p.ow8, 0.0f);
+    ZeroMargin(padded + r * p.ow8 + ow, p.ow8 - ow);
   }
   return padded;
 }
