@@ -414,6 +414,32 @@ TEST_F(CheckpointTest, FailedSaveLeavesNoFileAndNamesThePath) {
   EXPECT_EQ(DirectoryEntries(), (std::vector<std::string>{"good", "taken"}));
 }
 
+// A load hands each tensor's file pages back once it has copied them (CheckpointFile): a tensor whose data another
+// tensor's table points at too (a file our writer never makes) is read from the file again, not from the pages
+// already handed back (they would read as zeros). Large tensors, so that whole pages are handed back.
+TEST_F(CheckpointTest, TensorsSharingTheirDataBothLoadIt) {
+  std::vector<float> values(20000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i % 101) + 1.0f;
+  const std::vector<uint8_t> raw = FloatBytes(values);
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<int64_t> dims = {20000};
+  auto data = fbb.CreateVector(raw);
+  std::vector<flatbuffers::Offset<odtc::Tensor>> tensors;
+  for (const char* name : {"a", "b"}) {
+    auto dims_offset = fbb.CreateVector(dims);
+    tensors.push_back(odtc::CreateTensor(fbb, fbb.CreateString(name), 0, dims_offset, odtc::TensorDataType::FLOAT, data));
+  }
+  auto module = odtc::CreateModuleStateDirect(fbb, &tensors, nullptr);
+  odtc::FinishCheckpointBuffer(fbb, odtc::CreateCheckpointDirect(fbb, 2, module, nullptr));
+  const std::string path = PathOf("shared_data");
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(fbb.GetBufferPointer()), static_cast<std::streamsize>(fbb.GetSize()));
+  const Checkpoint loaded = LoadCheckpoint(path);
+  ASSERT_EQ(loaded.trainable.size(), 2u);
+  EXPECT_EQ(loaded.trainable.at("a").ToVector<float>(), values);
+  EXPECT_EQ(loaded.trainable.at("b").ToVector<float>(), values);
+}
+
 TEST_F(CheckpointTest, MissingFileOrDirectoryIsAnIoError) {
   EXPECT_ERROR(LoadCheckpoint(PathOf("absent")), ErrorCode::kIoError, PathOf("absent"));
   EXPECT_ERROR(LoadCheckpoint(dir_.string()), ErrorCode::kIoError, "is a directory");

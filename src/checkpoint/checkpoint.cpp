@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__unix__) && !defined(__EMSCRIPTEN__)
+#include <sys/mman.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "checkpoint/odtc_generated.h"
 #include "core/atomic_file.hpp"
@@ -27,8 +31,8 @@ std::string SystemError() { return std::strerror(errno); }
 // ---------------------------------------------------------------------------------------------
 // Files
 
-// Reads a whole file; kIoError names `path` and says why.
-std::vector<uint8_t> ReadWholeFile(const std::string& path, const char* what) {
+// Opens `path` for reading and returns its descriptor and size; kIoError names `path` and says why.
+int OpenForReading(const std::string& path, const char* what, size_t& size) {
   std::error_code ec;
   ET_CHECK(!std::filesystem::is_directory(path, ec), ErrorCode::kIoError, what, " '", path,
            "' is a directory (an old ORT checkpoint directory?); expected an ODTC checkpoint file");
@@ -40,21 +44,114 @@ std::vector<uint8_t> ReadWholeFile(const std::string& path, const char* what) {
     ::close(fd);
     Fail(ErrorCode::kIoError, "cannot read ", what, " '", path, "': ", reason);
   }
-  std::vector<uint8_t> bytes(static_cast<size_t>(info.st_size));
+  size = static_cast<size_t>(info.st_size);
+  return fd;
+}
+
+// Reads n bytes at `offset` of the open file, or fails naming `path` (a file that shrank while read, too).
+void ReadFully(int fd, size_t offset, size_t n, uint8_t* to, const char* what, const std::string& path) {
   size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string reason = n == 0 ? "file shrank while reading" : SystemError();
-      ::close(fd);
-      Fail(ErrorCode::kIoError, "cannot read ", what, " '", path, "': ", reason);
-    }
-    done += static_cast<size_t>(n);
+  while (done < n) {
+    const ssize_t got = ::pread(fd, to + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    ET_CHECK(got > 0, ErrorCode::kIoError, "cannot read ", what, " '", path, "': ",
+             got == 0 ? std::string("file shrank while reading") : SystemError());
+    done += static_cast<size_t>(got);
+  }
+}
+
+// Reads a whole file; kIoError names `path` and says why.
+std::vector<uint8_t> ReadWholeFile(const std::string& path, const char* what) {
+  size_t size = 0;
+  const int fd = OpenForReading(path, what, size);
+  std::vector<uint8_t> bytes(size);
+  try {
+    ReadFully(fd, 0, size, bytes.data(), what, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
   return bytes;
 }
+
+// A checkpoint file read whole into memory that its tensors are then copied out of. Each tensor's bytes are handed
+// back to the system once copied (whole pages of them), so that a load holds the file and its tensors at once only
+// for one tensor, not for all of them: peak RSS about the file's size, not twice it.
+class CheckpointFile {
+ public:
+  CheckpointFile(const std::string& path, const char* what) : path_(path) {
+#if defined(__unix__) && !defined(__EMSCRIPTEN__)
+    fd_ = OpenForReading(path, what, size_);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd_);
+        Fail(ErrorCode::kResourceExhausted, "cannot read ", what, " '", path, "': out of memory for ", size_, " bytes");
+      }
+      data_ = static_cast<uint8_t*>(p);
+      try {
+        ReadFully(fd_, 0, size_, data_, what, path_);
+      } catch (...) {
+        Close();
+        throw;
+      }
+    }
+#else
+    bytes_ = ReadWholeFile(path, what);
+    data_ = bytes_.data();
+    size_ = bytes_.size();
+#endif
+  }
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
+  ~CheckpointFile() { Close(); }
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+  // Copies the n bytes at `from` (inside the file's image) to `to`, then returns their pages to the system. Bytes
+  // whose pages went back already (two tensors sharing their data) are read from the file again.
+  void CopyOut(const uint8_t* from, size_t n, void* to) {
+#if defined(__unix__) && !defined(__EMSCRIPTEN__)
+    const auto begin = reinterpret_cast<uintptr_t>(from), end = begin + n;
+    auto next = released_.upper_bound(begin);
+    const bool overlaps = (next != released_.end() && next->first < end) ||
+                          (next != released_.begin() && std::prev(next)->second > begin);
+    if (overlaps) {
+      ReadFully(fd_, static_cast<size_t>(from - data_), n, static_cast<uint8_t*>(to), "checkpoint", path_);
+      return;
+    }
+    std::memcpy(to, from, n);
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (first < last && ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0)
+      released_.emplace(first, last);
+#else
+    std::memcpy(to, from, n);
+#endif
+  }
+
+ private:
+  void Close() {
+#if defined(__unix__) && !defined(__EMSCRIPTEN__)
+    if (data_) ::munmap(data_, size_);
+    if (fd_ >= 0) ::close(fd_);
+    data_ = nullptr;
+    fd_ = -1;
+#endif
+  }
+
+#if defined(__unix__) && !defined(__EMSCRIPTEN__)
+  int fd_ = -1;
+  std::map<uintptr_t, uintptr_t> released_;  // page ranges [first, second) handed back, by first
+#else
+  std::vector<uint8_t> bytes_;
+#endif
+  std::string path_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // Random access to `<checkpoint>.data`, opened on first use.
 class ExternalDataReader {
@@ -104,6 +201,7 @@ class ExternalDataReader {
 struct ReadContext {
   const std::string& source;
   ExternalDataReader* external;  // null unless the checkpoint keeps its data in `<path>.data`
+  CheckpointFile* file;          // where the bytes came from, when read from a file (else null)
 };
 
 std::string Printable(const uint8_t* bytes, size_t n) {
@@ -169,7 +267,9 @@ Tensor ReadTensor(const odtc::Tensor& stored, const std::string& what, const Rea
   ET_CHECK(have == expected, ErrorCode::kInvalidModel, what, ": raw_data holds ", have, " bytes but a ",
            DataTypeName(dtype), " tensor of shape ", ShapeToString(shape), " needs ", expected);
   Tensor out(dtype, shape, what);
-  if (have > 0) std::memcpy(out.raw(), stored.raw_data()->data(), have);
+  if (have == 0) return out;
+  if (ctx.file) ctx.file->CopyOut(stored.raw_data()->data(), have, out.raw());
+  else std::memcpy(out.raw(), stored.raw_data()->data(), have);
   return out;
 }
 
@@ -237,7 +337,7 @@ void ReadProperties(const odtc::PropertyBag& bag, const std::string& source, Che
 
 // `external_data_path` is null when loading from memory.
 Checkpoint ParseCheckpoint(const uint8_t* data, size_t size, const std::string& source,
-                           const std::string* external_data_path) {
+                           const std::string* external_data_path, CheckpointFile* file = nullptr) {
   constexpr size_t kHeaderBytes = sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength;
   ET_CHECK(size >= kHeaderBytes, ErrorCode::kInvalidModel, "checkpoint '", source, "' is truncated (", size,
            " bytes)");
@@ -265,14 +365,14 @@ Checkpoint ParseCheckpoint(const uint8_t* data, size_t size, const std::string& 
                "' keeps its tensor data in an external file; load it from its path");
       external.emplace(*external_data_path);
     }
-    ReadContext ctx{source, external ? &*external : nullptr};
+    ReadContext ctx{source, external ? &*external : nullptr, file};
     ReadParameters(module->requires_grad_params(), "trainable", ctx, out, out.trainable, out.nominal_trainable);
     ReadParameters(module->frozen_params(), "frozen", ctx, out, out.frozen, out.nominal_frozen);
   }
   if (const auto* groups = root->optimizer_groups(); groups != nullptr && groups->size() > 0) {
     ET_CHECK(groups->size() == 1, ErrorCode::kNotImplemented, "checkpoint '", source, "' has ", groups->size(),
              " optimizer groups; edgetrain supports one");
-    ReadContext ctx{source, external ? &*external : nullptr};
+    ReadContext ctx{source, external ? &*external : nullptr, file};
     out.optimizer = ReadOptimizerGroup(*groups->Get(0), ctx);
   }
   if (const odtc::PropertyBag* bag = root->property_bag()) ReadProperties(*bag, source, out);
@@ -497,9 +597,9 @@ void CheckEmbeddable(const Checkpoint& c, bool include_optimizer_state, const st
 }  // namespace
 
 Checkpoint LoadCheckpoint(const std::string& path) {
-  std::vector<uint8_t> bytes = ReadWholeFile(path, "checkpoint");
+  CheckpointFile file(path, "checkpoint");
   std::string external_path = ExternalDataPath(path);
-  return ParseCheckpoint(bytes.data(), bytes.size(), path, &external_path);
+  return ParseCheckpoint(file.data(), file.size(), path, &external_path, &file);
 }
 
 Checkpoint LoadCheckpointFromBuffer(const void* data, size_t size, const std::string& source) {
