@@ -329,6 +329,44 @@ TEST(Session, UnreadOutputsShareOneBuffer) {
   EXPECT_EQ(bytes_of_two_runs(eight, 8) - bytes_of_two_runs(one, 1), 2 * 7 * output_bytes);
 }
 
+// A frozen prefix's parameters stay the checkpoint's: constant folding leaves a Transpose of a shared weight of 64 KiB
+// or more (its copy would double the weight's memory) and the fusions take it into the product instead; an initializer
+// the session owns alone is folded as before. Both compute the same product.
+TEST(Session, SharedInitializersAreNotFoldedIntoCopies) {
+  auto model = [] {
+    Model m;
+    m.source = "shared_weight.onnx";
+    m.opsets[""] = 17;
+    ValueInfo x;
+    x.name = "x";
+    x.dtype = DataType::kFloat32;
+    x.has_shape = true;
+    x.shape = {Dim{4, ""}, Dim{128, ""}};
+    m.graph.inputs.push_back(x);
+    std::vector<float> w(256 * 128);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
+    m.graph.initializers["w"] = Tensor::FromVector<float>(w, {256, 128});  // 128 KiB
+    m.graph.nodes.push_back(Node{"wt", "Transpose", "", {"w"}, {"w_t"}, {}, 0});
+    m.graph.nodes.push_back(Node{"product", "MatMul", "", {"x", "w_t"}, {"y"}, {}, 0});
+    ValueInfo y;
+    y.name = "y";
+    y.dtype = DataType::kFloat32;
+    m.graph.outputs.push_back(y);
+    return m;
+  };
+  SessionOptions shared_options;
+  shared_options.shared_initializers = {"w"};
+  Session shared(model(), shared_options), owned(model());
+  EXPECT_EQ(shared.model().graph.initializers.count("w_t"), 0u);
+  EXPECT_EQ(owned.model().graph.initializers.count("w_t"), 1u);
+  std::vector<float> xv(4 * 128);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 5) - 2.0f;
+  const Tensor x = Tensor::FromVector<float>(xv, {4, 128});
+  const std::vector<float> a = shared.Run({{"x", x}})[0].ToVector<float>(), b = owned.Run({{"x", x}})[0].ToVector<float>();
+  ASSERT_EQ(a.size(), 4u * 256u);
+  EXPECT_EQ(a, b);  // small integers: exact in any summation order
+}
+
 TEST(Session, ViewsShareTheirInputsMemory) {
   // Identity, Reshape and friends hand on their input's memory: nothing to plan, nothing copied
   // but the graph output, which never points into the caller's or the session's memory.

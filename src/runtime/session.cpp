@@ -968,6 +968,13 @@ Session::Session(Model model, SessionOptions options)
   }
   if (options_.constant_folding) {
     auto can_fold = [&](const Node& n) {
+      constexpr size_t kSmallConstantBytes = size_t{64} << 10;
+      for (const std::string& input : n.inputs) {
+        auto it = model_.graph.initializers.find(input);
+        if (it != model_.graph.initializers.end() && it->second.nbytes() >= kSmallConstantBytes &&
+            options_.shared_initializers.count(input))
+          return false;
+      }
       const OpKernelEntry* e = OpRegistry::Global().Find(n.domain, n.op_type, NodeOpset(n, model_));
       return e && e->deterministic;
     };

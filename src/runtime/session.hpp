@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,10 @@ struct SessionOptions {
   // Bytes the session may hold (initializers plus the planned intermediate tensors); 0: no limit.
   // Beyond it, creation or the allocation that would cross it fails with kResourceExhausted.
   uint64_t memory_limit_bytes = 0;
+  // Initializers whose memory the caller keeps as well (a TrainingSession's frozen prefix reads the checkpoint's
+  // parameters): constant folding leaves the nodes that read one of 64 KiB or more, since a folded copy would double
+  // its memory (ViT-B/32's transposed weights: 312 MB). Fusions still take them (MatMul of a Transpose).
+  std::set<std::string> shared_initializers = {};
 };
 
 class GraphExecutor;

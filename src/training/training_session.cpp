@@ -665,10 +665,14 @@ void TrainingSession::Impl::ClassifyInputs(const Model& model, const OrtAccumula
 // The prefix as an inference model over the frozen parameters' current values.
 void TrainingSession::Impl::BuildPrefix() {
   Model m = split->prefix;
-  for (const std::string& name : split->fixed) m.graph.initializers[name] = values.at(name);
+  SessionOptions options = prefix_options;
+  for (const std::string& name : split->fixed) {
+    m.graph.initializers[name] = values.at(name);
+    options.shared_initializers.insert(name);
+  }
   std::erase_if(m.graph.inputs, [&](const ValueInfo& v) { return m.graph.initializers.count(v.name) != 0; });
   prefix.reset();
-  prefix.emplace(std::move(m), prefix_options);
+  prefix.emplace(std::move(m), options);
   Runner& r = prefix_runner;
   r = Runner{};
   r.run = prefix->Prepare(split->inputs, split->boundary);
