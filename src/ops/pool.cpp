@@ -4,7 +4,6 @@
 // AveragePoolGrad (scatter over the same windows), plain-op rules for the Global* forms.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
