@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <tuple>
 
 #include "autodiff/recurrent_last_step.hpp"
 #include "core/kernel_backend.hpp"
@@ -738,12 +739,14 @@ TEST_F(Fusion, SiluGradientJoinsBatchNormGradAndTheRecomputedSiluItsMap) {
 // generate-artifacts writes for it: the recomputed copy and ConvGrad of dZ at the copy's output. `y_read_elsewhere`
 // makes the normalized Y a graph output too, `copy_read_elsewhere` the copy's.
 ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride, int64_t group,
-                                  bool y_read_elsewhere = false, bool copy_read_elsewhere = false) {
+                                  bool y_read_elsewhere = false, bool copy_read_elsewhere = false,
+                                  bool backward = true) {
   const Shape x_shape = {2, 6, 9, 11};
   ModelBuilder b(x_shape);
   b.model.opsets[kEdgetrainDomain] = 1;
-  b.model.graph.inputs.push_back(
-      ValueInfoOf("dz", DataType::kFloat32, {2, 6, (9 - 1) / stride + 1, (11 - 1) / stride + 1}));
+  if (backward)
+    b.model.graph.inputs.push_back(
+        ValueInfoOf("dz", DataType::kFloat32, {2, 6, (9 - 1) / stride + 1, (11 - 1) / stride + 1}));
   b.model.graph.initializers["low"] = Tensor::Scalar<float>(-0.25f);
   b.model.graph.initializers["high"] = Tensor::Scalar<float>(0.5f);
   const std::string scale = b.Initializer("scale", {6}, true), bias = b.Initializer("bias", {6});
@@ -764,6 +767,7 @@ ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride,
   b.Output("z");
   b.Output("y.running_mean");
   if (y_read_elsewhere) b.Output(y);
+  if (!backward) return b;
   const std::string copy = bn("y_recomputed", b.Unary("Neg", scale), b.Unary("Abs", scale));
   b.Add("ConvGrad", {"dz", copy, w}, {"dy", "dw", ""}, conv).domain = kEdgetrainDomain;
   b.Output("dy");
@@ -775,7 +779,8 @@ ModelBuilder BatchNormGroupedConv(const std::string& activation, int64_t stride,
 // A depthwise Conv and its ConvGrad read the normalized X through the forward's map, which the direct kernels apply as
 // they read each plane: Y and its recomputed copy are never stored, and the results are the same bits as unfused, on
 // both kernel backends (SiLU within float rounding, as above). Not where something else reads Y or the copy, nor for
-// an ungrouped Conv.
+// an ungrouped Conv. A forward alone (a frozen backbone with training-mode BatchNorm) folds too: the BatchNormalization
+// gains the map output.
 TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
   for (const std::string activation : {"", "Relu", "Clip", "Silu"})
     for (int64_t stride : {1, 2}) {
@@ -793,17 +798,22 @@ TEST_F(Fusion, BatchNormMapFoldsIntoGroupedConv) {
       ExpectFusion(BatchNormGroupedConv(activation, stride, 6, false, true).model, feeds,
                    bn + ",ChannelAffineConv,ChannelAffine,ConvGrad");
       ExpectFusion(BatchNormGroupedConv(activation, stride, 1).model, feeds, bn + ",Conv,ChannelAffine,ConvGrad");
+      const Model forward = BatchNormGroupedConv(activation, stride, 6, false, false, false).model;
+      const std::map<std::string, Tensor> forward_feeds = {{"x", feeds.at("x")}};
+      ExpectFusion(forward, forward_feeds, bn + ",ChannelAffineConv");
       for (KernelBackend backend : Backends()) {
         SetKernelBackend(backend);
         SessionOptions plain;
         plain.fuse_operators = false;
-        const std::vector<Tensor> expected = Session(model, plain).Run(feeds), actual = Session(model).Run(feeds);
-        ASSERT_EQ(actual.size(), expected.size());
-        for (size_t k = 0; k < expected.size(); ++k) {
-          if (activation == "Silu")
-            ExpectTensorNear(actual[k], expected[k], 1e-5, label + " output " + std::to_string(k));
-          else
-            EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << label << " output " << k;
+        for (const auto& [m, f, what] :
+             {std::tuple{&model, &feeds, ""}, std::tuple{&forward, &forward_feeds, " forward"}}) {
+          const std::vector<Tensor> expected = Session(*m, plain).Run(*f), actual = Session(*m).Run(*f);
+          ASSERT_EQ(actual.size(), expected.size());
+          for (size_t k = 0; k < expected.size(); ++k) {
+            const std::string at = label + what + " output " + std::to_string(k);
+            if (activation == "Silu") ExpectTensorNear(actual[k], expected[k], 1e-5, at);
+            else EXPECT_EQ(actual[k].ToDoubleVector(), expected[k].ToDoubleVector()) << at;
+          }
         }
       }
     }

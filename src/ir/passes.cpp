@@ -254,6 +254,21 @@ std::string BatchNormActivation(const Node& n) {
   return "";
 }
 
+// A training-mode BatchNormalization (or its Relu, Clip and Silu forms) over the channel axis that writes its Y.
+bool IsTrainingBatchNorm(const Node& n) {
+  const bool family = (n.domain.empty() && n.op_type == "BatchNormalization") || !BatchNormActivation(n).empty();
+  return family && n.GetInt("training_mode", 0) == 1 && n.GetInt("spatial", 1) == 1 && n.inputs.size() >= 3 &&
+         !n.outputs.empty() && !n.outputs[0].empty();
+}
+
+// Output 5 of a training-mode BatchNormalization, the affine map it applies before its activation, added (named
+// after Y) where the node does not write it yet.
+const std::string& AffineMapOutput(Rewriter& rewriter, Node& bn) {
+  if (bn.outputs.size() < 6) bn.outputs.resize(6);
+  if (bn.outputs[5].empty()) bn.outputs[5] = rewriter.FreshName(bn.outputs[0] + "/affine");
+  return bn.outputs[5];
+}
+
 // The ai.edgetrain.ChannelAffine (X, map[, min, max] -> Y) that makes `value` while it is in the graph, else null.
 Node* ChannelAffineProducer(Rewriter& rewriter, const std::string& value) {
   Node* n = rewriter.Producer(value);
@@ -265,11 +280,7 @@ Node* ChannelAffineProducer(Rewriter& rewriter, const std::string& value) {
 }  // namespace
 
 size_t ShareBatchNormAffine(Graph& graph) {
-  auto is_training_batch_norm = [](const Node& n) {
-    const bool family = (n.domain.empty() && n.op_type == "BatchNormalization") || !BatchNormActivation(n).empty();
-    return family && n.GetInt("training_mode", 0) == 1 && n.GetInt("spatial", 1) == 1 && n.inputs.size() >= 3 &&
-           !n.outputs.empty() && !n.outputs[0].empty() && n.outputs.size() <= 3;
-  };
+  auto is_training_batch_norm = [](const Node& n) { return IsTrainingBatchNorm(n) && n.outputs.size() <= 3; };
   // What a copy must share with the original: X, scale, B and epsilon. The map is taken before the activation, so
   // the copy may apply another one (a plain copy of a BatchNormalizationSilu feeds SiluGrad).
   auto key = [](const Node& n) {
@@ -291,14 +302,11 @@ size_t ShareBatchNormAffine(Graph& graph) {
       statistics_unread = statistics_unread && (node.outputs[i].empty() || rewriter.Reads(node.outputs[i]) == 0);
     if (!statistics_unread) continue;
     Node& original = graph.nodes[it->second];
-    if (original.outputs.size() < 6) {
-      original.outputs.resize(6);
-      original.outputs[5] = rewriter.FreshName(original.outputs[0] + "/affine");
-    }
+    const std::string map = AffineMapOutput(rewriter, original);
     for (size_t i = 1; i < 5 && i < node.inputs.size(); ++i)
       if (!node.inputs[i].empty()) rewriter.DropRead(node.inputs[i]);
-    rewriter.AddRead(original.outputs[5]);
-    std::vector<std::string> inputs = {node.inputs[0], original.outputs[5]};
+    rewriter.AddRead(map);
+    std::vector<std::string> inputs = {node.inputs[0], map};
     inputs.insert(inputs.end(), node.inputs.begin() + std::min<size_t>(5, node.inputs.size()), node.inputs.end());
     const std::string activation = BatchNormActivation(node);
     node.domain = kEdgetrainDomain;
@@ -483,13 +491,11 @@ size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph) {
         conv.outputs.size() != 1 || !grouped(conv) || rewriter.Reads(conv.inputs[0]) != 1)
       continue;
     Node* bn = rewriter.Producer(conv.inputs[0]);
-    if (!bn || bn->outputs.size() < 6 || bn->outputs[5].empty() || bn->outputs[0] != conv.inputs[0]) continue;
-    const bool plain = bn->domain.empty() && bn->op_type == "BatchNormalization";
+    if (!bn || !IsTrainingBatchNorm(*bn) || bn->outputs[0] != conv.inputs[0]) continue;
     const std::string activation = BatchNormActivation(*bn);
     const bool clip = activation == "Clip";
-    if (!plain && activation.empty()) continue;
     std::vector<std::string> inputs = {bn->inputs[0], conv.inputs[1], conv.inputs.size() > 2 ? conv.inputs[2] : "",
-                                       bn->outputs[5]};
+                                       AffineMapOutput(rewriter, *bn)};
     if (clip)
       for (size_t i : {size_t{5}, size_t{6}}) inputs.push_back(i < bn->inputs.size() ? bn->inputs[i] : "");
     for (size_t i = 0; i < inputs.size(); ++i)

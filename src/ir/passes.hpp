@@ -89,9 +89,10 @@ size_t RemoveDropoutsThatDropNothing(Graph& graph);
 // Grouped convolutions (depthwise: the direct kernels) read a training BatchNormalization's output through its map:
 // ai.edgetrain ConvGrad(dY, ChannelAffine(X, affine[, min, max]), W), where only it reads the mapped X, becomes
 // ai.edgetrain.ChannelAffineConvGrad(dY, X, W, affine[, min, max]); Conv(Y, W[, B]), where Y is output 0 of a
-// BatchNormalization (or its Relu/Clip/Silu form) with the map output 5 and only the Conv reads Y, becomes
-// ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]) and Y is no longer computed. The kernels apply the
-// map as they read X. Returns the count.
+// training-mode BatchNormalization (or its Relu/Clip/Silu form) and only the Conv reads Y, becomes
+// ai.edgetrain.ChannelAffineConv(X, W, B, affine[, min, max]) of the BatchNormalization's map output 5 (added where
+// it has none: a forward alone, as a frozen backbone's) and Y is no longer computed. The kernels apply the map as
+// they read X. Returns the count.
 size_t FoldChannelAffineIntoDepthwiseConv(Graph& graph);
 
 // Replaces Sum(SliceGrad(dY_1, ...), ..., SliceGrad(dY_n, ...)) by Concat(dY...) along the sliced axis when
