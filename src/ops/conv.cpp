@@ -1469,6 +1469,25 @@ const float* PaddedRows(const ConvGeometry& g, const DepthwisePlanes& p, const f
   return padded;
 }
 
+// A dX row from its two phase rows at stride 2: column i from phase (i + left) % 2, phase column (i + left) / 2, or 0
+// past the phases (no window reaches it). Four columns of each phase interleave into eight of the row at a time.
+void InterleaveTwoPhases(const DepthwisePlanes& p, const float* phase0, const float* phase1, int64_t left, int64_t wd,
+                         float* row) {
+  const float* from[2] = {phase0, phase1};
+  const float* first = from[left & 1];
+  const float* second = from[(left + 1) & 1];
+  int64_t i = 0;
+  for (; i + 8 <= wd && ((i + left + 1) >> 1) + 4 <= p.phase_w; i += 8) {
+    const Float4 a = LoadFloat4(first + ((i + left) >> 1)), b = LoadFloat4(second + ((i + left + 1) >> 1));
+    StoreFloat4(row + i, __builtin_shufflevector(a, b, 0, 4, 1, 5));
+    StoreFloat4(row + i + 4, __builtin_shufflevector(a, b, 2, 6, 3, 7));
+  }
+  for (; i < wd; ++i) {
+    const int64_t k = (i + left) >> 1;
+    row[i] = k < p.phase_w ? from[(i + left) & 1][k] : 0.0f;
+  }
+}
+
 // The dX plane from the phases of the padded dX plane.
 void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* phases, float* out) {
   const int64_t h = g.input[0], wd = g.input[1], top = g.pad_begin[0], left = g.pad_begin[1];
@@ -1477,6 +1496,10 @@ void ReadPhases(const ConvGeometry& g, const DepthwisePlanes& p, const float* ph
     float* row = out + iy * wd;
     if (r >= p.rows) {  // below every window
       std::fill(row, row + wd, 0.0f);
+      continue;
+    }
+    if (p.stride == 2) {
+      InterleaveTwoPhases(p, phases + r * p.phase_w, phases + (p.rows + r) * p.phase_w, left, wd, row);
       continue;
     }
     for (int64_t q = 0; q < p.stride; ++q) {
