@@ -224,19 +224,44 @@ ET_BN_INLINE float RunMean(const float* x, int64_t count) {
   return sum / static_cast<float>(count);
 }
 
-// Adds sum(x - shift) and sum((x - shift)^2) over x[0, count).
-ET_BN_INLINE void AddMoments(const float* x, int64_t count, float shift, double& shifted, double& squares) {
+// Images whose planes one run of float sums spans, so that maps of 7x7 to 28x28 do not pay a sum across the lanes
+// per plane: 1 for planes of kRun elements or more, at most 8.
+inline int64_t PlanesPerRun(int64_t spatial) { return std::clamp<int64_t>(kRun / std::max<int64_t>(spatial, 1), 1, 8); }
+
+// Adds sum(x - shift) and sum((x - shift)^2) over x[p * stride + i] for p < kPlanes, i < count (kPlanes > 1 only
+// where count * kPlanes <= kRun).
+template <int kPlanes>
+ET_BN_INLINE void AddMoments(const float* x, int64_t stride, int64_t count, float shift, double& shifted,
+                             double& squares) {
   for (int64_t run = 0; run < count; run += kRun) {
     const int64_t end = std::min(count, run + kRun);
     float a = 0, b = 0;
 #pragma omp simd simdlen(16) reduction(+ : a, b)
     for (int64_t i = run; i < end; ++i) {
-      const float d = x[i] - shift;
-      a += d;
-      b += d * d;
+#pragma GCC unroll 8
+      for (int k = 0; k < kPlanes; ++k) {
+        const float d = x[k * stride + i] - shift;
+        a += d;
+        b += d * d;
+      }
     }
     shifted += a;
     squares += b;
+  }
+}
+
+// AddMoments over `planes` (1 to 8) planes.
+ET_BN_INLINE void AddMomentsOfPlanes(int64_t planes, const float* x, int64_t stride, int64_t count, float shift,
+                                     double& shifted, double& squares) {
+  switch (planes) {
+    case 1: return AddMoments<1>(x, stride, count, shift, shifted, squares);
+    case 2: return AddMoments<2>(x, stride, count, shift, shifted, squares);
+    case 3: return AddMoments<3>(x, stride, count, shift, shifted, squares);
+    case 4: return AddMoments<4>(x, stride, count, shift, shifted, squares);
+    case 5: return AddMoments<5>(x, stride, count, shift, shifted, squares);
+    case 6: return AddMoments<6>(x, stride, count, shift, shifted, squares);
+    case 7: return AddMoments<7>(x, stride, count, shift, shifted, squares);
+    default: return AddMoments<8>(x, stride, count, shift, shifted, squares);
   }
 }
 
@@ -265,28 +290,49 @@ ET_BN_INLINE float Gated(float dy, float x, const Gate& gate) {
 template <Activation::Kind kKind>
 constexpr bool kStoresGated = kKind == Activation::Kind::kSilu;
 
-// The above and sum(dy), sum(dy * (x - shift)), dy gated (and stored in `gated_out` where kStoresGated).
-template <Activation::Kind kKind>
-ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, float* gated_out, int64_t count, float shift,
-                                         const Gate& gate, double& shifted, double& squares, double& g,
-                                         double& g_shifted) {
+// The above and sum(dy), sum(dy * (x - shift)), dy gated (and stored in `gated_out` where kStoresGated), over the
+// same kPlanes planes.
+template <Activation::Kind kKind, int kPlanes>
+ET_BN_INLINE void AddMomentsWithGradient(const float* x, const float* dy, float* gated_out, int64_t stride,
+                                         int64_t count, float shift, const Gate& gate, double* sums) {
   for (int64_t run = 0; run < count; run += kRun) {
     const int64_t end = std::min(count, run + kRun);
     float a = 0, b = 0, p = 0, q = 0;
 #pragma omp simd simdlen(16) reduction(+ : a, b, p, q)
     for (int64_t i = run; i < end; ++i) {
-      const float d = x[i] - shift;
-      const float gated = Gated<kKind>(dy[i], x[i], gate);
-      if constexpr (kStoresGated<kKind>) gated_out[i] = gated;
-      a += d;
-      b += d * d;
-      p += gated;
-      q += gated * d;
+#pragma GCC unroll 8
+      for (int k = 0; k < kPlanes; ++k) {
+        const int64_t at = k * stride + i;
+        const float d = x[at] - shift;
+        const float gated = Gated<kKind>(dy[at], x[at], gate);
+        if constexpr (kStoresGated<kKind>) gated_out[at] = gated;
+        a += d;
+        b += d * d;
+        p += gated;
+        q += gated * d;
+      }
     }
-    shifted += a;
-    squares += b;
-    g += p;
-    g_shifted += q;
+    sums[0] += a;
+    sums[1] += b;
+    sums[2] += p;
+    sums[3] += q;
+  }
+}
+
+// AddMomentsWithGradient over `planes` (1 to 8) planes; sums: shifted, squares, dy, dy * (x - shift).
+template <Activation::Kind kKind>
+ET_BN_INLINE void AddMomentsWithGradientOfPlanes(int64_t planes, const float* x, const float* dy, float* gated_out,
+                                                 int64_t stride, int64_t count, float shift, const Gate& gate,
+                                                 double* sums) {
+  switch (planes) {
+    case 1: return AddMomentsWithGradient<kKind, 1>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 2: return AddMomentsWithGradient<kKind, 2>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 3: return AddMomentsWithGradient<kKind, 3>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 4: return AddMomentsWithGradient<kKind, 4>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 5: return AddMomentsWithGradient<kKind, 5>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 6: return AddMomentsWithGradient<kKind, 6>(x, dy, gated_out, stride, count, shift, gate, sums);
+    case 7: return AddMomentsWithGradient<kKind, 7>(x, dy, gated_out, stride, count, shift, gate, sums);
+    default: return AddMomentsWithGradient<kKind, 8>(x, dy, gated_out, stride, count, shift, gate, sums);
   }
 }
 
@@ -312,7 +358,8 @@ ET_BN_INLINE void ForwardChannels(const Geometry& g, const float* x, float* y, c
     const float* xc = x + c * g.spatial;
     const float shift = RunMean(xc, std::min(g.spatial, kRun));
     double shifted = 0, squares = 0;
-    for (int64_t n = 0; n < g.batch; ++n) AddMoments(xc + n * stride, g.spatial, shift, shifted, squares);
+    for (int64_t n = 0, planes = PlanesPerRun(g.spatial); n < g.batch; n += planes)
+      AddMomentsOfPlanes(std::min(planes, g.batch - n), xc + n * stride, stride, g.spatial, shift, shifted, squares);
     const double offset = shifted / count;
     mean[c] = shift + offset;
     var[c] = std::max(0.0, squares / count - offset * offset);
@@ -346,12 +393,13 @@ ET_BN_INLINE void BackwardChannels(const Geometry& g, const float* dy, const flo
         saved_mean ? static_cast<float>(saved_mean[c]) : RunMean(x + first, std::min(g.spatial, kRun));
     Gate gate;
     if constexpr (kKind != Activation::Kind::kNone) gate = {affine[c], affine[g.channels + c], gated.low, gated.high};
-    double shifted = 0, squares = 0, sum_dy = 0, dy_shifted = 0;
-    for (int64_t n = 0; n < g.batch; ++n) {
+    double sums[4] = {};  // shifted, squares, dy, dy * (x - shift)
+    for (int64_t n = 0, planes = PlanesPerRun(g.spatial); n < g.batch; n += planes) {
       const int64_t at = first + n * stride;
-      AddMomentsWithGradient<kKind>(x + at, dy + at, dx + at, g.spatial, shift, gate, shifted, squares, sum_dy,
-                                    dy_shifted);
+      AddMomentsWithGradientOfPlanes<kKind>(std::min(planes, g.batch - n), x + at, dy + at, dx + at, stride,
+                                            g.spatial, shift, gate, sums);
     }
+    const double shifted = sums[0], squares = sums[1], sum_dy = sums[2], dy_shifted = sums[3];
     const double offset = shifted / count;
     const double mean = saved_mean ? saved_mean[c] : shift + offset;
     const double inv_std = saved_inv_std ? saved_inv_std[c]
