@@ -1383,6 +1383,8 @@ struct DepthwisePlanes {
         phase_w(ow8 + (g.kernel[1] - 1) / g.strides[1]),
         stride(g.strides[1]) {}
   int64_t PhaseFloats() const { return stride * rows * phase_w; }
+  // Output rows whose products dW sums in float (about 16 per lane) before the sum goes into double.
+  int64_t RowsPerRun() const { return std::max<int64_t>(1, 16 / (ow8 / 8)); }
   // Where each tap (i, j) of output row 0, column 0 lies in the phases, row-major:
   // (j % stride) * rows * phase_w + j / stride + i * phase_w, without a division per tap (every plane takes them).
   void Taps(int64_t kh, int64_t kw, int64_t* offsets) const {
@@ -1633,14 +1635,17 @@ __attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseWeightsT
   for (int q = 0; q < M; ++q) base[q] = phases + offsets[q];
   __m256d low[M], high[M];
   for (int q = 0; q < M; ++q) low[q] = high[q] = _mm256_setzero_pd();
-  for (int64_t r = 0; r < oh; ++r) {
-    const int64_t at = r * sh * p.phase_w;
-    const float* d = dy_rows + r * p.ow8;
+  const int64_t run_rows = p.RowsPerRun();
+  for (int64_t run = 0; run < oh; run += run_rows) {
     __m256 acc[M];
     for (int q = 0; q < M; ++q) acc[q] = _mm256_setzero_ps();
-    for (int64_t col = 0; col < p.ow8; col += 8) {
-      const __m256 dv = _mm256_loadu_ps(d + col);
-      for (int q = 0; q < M; ++q) acc[q] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(base[q] + at + col), acc[q]);
+    for (int64_t r = run; r < std::min(oh, run + run_rows); ++r) {
+      const int64_t at = r * sh * p.phase_w;
+      const float* d = dy_rows + r * p.ow8;
+      for (int64_t col = 0; col < p.ow8; col += 8) {
+        const __m256 dv = _mm256_loadu_ps(d + col);
+        for (int q = 0; q < M; ++q) acc[q] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(base[q] + at + col), acc[q]);
+      }
     }
     for (int q = 0; q < M; ++q) {
       low[q] = _mm256_add_pd(low[q], _mm256_cvtps_pd(_mm256_castps256_ps128(acc[q])));
@@ -1654,8 +1659,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseWeightsT
   }
 }
 
-// dW of channel c over the batch; each output row's products are summed in float, the rows in double. The taps of a
-// kernel row go in groups of up to four (3, 2 + 3, 3 + 4), so that their sums do not wait on each other.
+// dW of channel c over the batch; the products of a few output rows (RowsPerRun) are summed in float, those sums in
+// double. The taps of a kernel row go in groups of up to four (3, 2 + 3, 3 + 4), so that their sums do not wait on
+// each other.
 __attribute__((target("avx2,fma"))) void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x,
                                                                  const float* dy, float* dw, float* scratch,
                                                                  const PlaneMap& map) {
@@ -1770,13 +1776,15 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + offsets[i * kw + j];
         DepthwiseVD low = {}, high = {};
-        for (int64_t r = 0; r < oh; ++r) {
-          const float* from = base + r * sh * p.phase_w;
-          const float* d = dy_rows + r * p.ow8;
+        for (int64_t run = 0; run < oh; run += p.RowsPerRun()) {
           Float4 lo = {}, hi = {};
-          for (int64_t col = 0; col < p.ow8; col += 8) {
-            lo += LoadFloat4(d + col) * LoadFloat4(from + col);
-            hi += LoadFloat4(d + col + 4) * LoadFloat4(from + col + 4);
+          for (int64_t r = run; r < std::min(oh, run + p.RowsPerRun()); ++r) {
+            const float* from = base + r * sh * p.phase_w;
+            const float* d = dy_rows + r * p.ow8;
+            for (int64_t col = 0; col < p.ow8; col += 8) {
+              lo += LoadFloat4(d + col) * LoadFloat4(from + col);
+              hi += LoadFloat4(d + col + 4) * LoadFloat4(from + col + 4);
+            }
           }
           low += __builtin_convertvector(lo, DepthwiseVD);
           high += __builtin_convertvector(hi, DepthwiseVD);
