@@ -454,8 +454,6 @@ TEST(FrozenPrefix, CApi) {
   }
 }
 
-}  // namespace
-
 // A steady-state step writes the prefix's outputs where the step before did: fresh tensors each step faulted
 // in new pages (12.8 MB a step in MobileNetV2's head-only training).
 TEST(FrozenPrefix, WritesItsOutputsWhereTheStepBeforeDid) {
@@ -475,3 +473,4 @@ TEST(FrozenPrefix, WritesItsOutputsWhereTheStepBeforeDid) {
   EXPECT_NEAR(out[0].data<float>()[0], whole_out[0].data<float>()[0], 1e-5);
 }
 
+}  // namespace

@@ -1764,7 +1764,7 @@ void DepthwiseDataPlane(const ConvGeometry& g, int64_t n, int64_t c, const float
 void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, const float* dy, float* dw,
                              float* scratch, const PlaneMap& map) {
   const DepthwisePlanes p(g);
-  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0];
+  const int64_t oh = g.output[0], kh = g.kernel[0], kw = g.kernel[1], sh = g.strides[0], run_rows = p.RowsPerRun();
   float* phases = scratch + oh * p.ow8;
   double sums[49] = {};
   int64_t offsets[49];
@@ -1776,9 +1776,9 @@ void DepthwiseWeightsChannel(const ConvGeometry& g, int64_t c, const float* x, c
       for (int64_t j = 0; j < kw; ++j) {
         const float* base = phases + offsets[i * kw + j];
         DepthwiseVD low = {}, high = {};
-        for (int64_t run = 0; run < oh; run += p.RowsPerRun()) {
+        for (int64_t run = 0; run < oh; run += run_rows) {
           Float4 lo = {}, hi = {};
-          for (int64_t r = run; r < std::min(oh, run + p.RowsPerRun()); ++r) {
+          for (int64_t r = run; r < std::min(oh, run + run_rows); ++r) {
             const float* from = base + r * sh * p.phase_w;
             const float* d = dy_rows + r * p.ow8;
             for (int64_t col = 0; col < p.ow8; col += 8) {
