@@ -345,6 +345,10 @@ TEST(MaxPoolDirect, SameMaximaIndicesAndGradientsAsTheWindowTable) {
       {{1, 2, 9, 9}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0},    {{1, 2, 8, 10}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 0},
       {{1, 2, 9, 10}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},   {{1, 2, 10, 9}, {5, 3}, {2, 3}, {2, 1, 1, 0}, 0},
       {{1, 1, 7, 8}, {3, 2}, {3, 3}, {1, 0, 0, 1}, 1},    {{1, 2, 4, 5}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0},
+      // Rows wide enough for windows eight at a time (AVX2) between the padded edges, and a remainder after them.
+      {{1, 3, 7, 45}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},   {{1, 2, 5, 42}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0},
+      {{1, 2, 6, 40}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 1},   {{1, 2, 6, 37}, {4, 5}, {1, 2}, {1, 2, 2, 1}, 0},
+      {{2, 1, 5, 600}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},
   };
   for (const Pool& p : pools) {
     const std::string label = "input " + ShapeToString(p.x) + " kernel " + std::to_string(p.kernel[0]) + "x" +

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu_features.hpp"
 #include "ops/elementwise_util.hpp"
 #include "ops/function_builder.hpp"
 #include "ops/gradient.hpp"
@@ -234,17 +235,90 @@ bool DirectWindows2D(const PoolGeometry& g) {
 #endif
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+typedef float F8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+
+// Eight taps S columns apart from p: the stride-2 load reads one float past the last of them.
+template <int64_t S>
+__attribute__((target("avx2"), always_inline)) inline F8 LoadStrided8(const float* p) {
+  F8 lo;
+  __builtin_memcpy(&lo, p, sizeof lo);
+  if constexpr (S == 1) {
+    return lo;
+  } else {
+    F8 hi;
+    __builtin_memcpy(&hi, p + 8, sizeof hi);
+    return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+  }
+}
+
+// The window maxima of `count` (a multiple of 8) consecutive outputs of one output row, eight in the lanes of a
+// vector, with ForEachDirectWindowMax's comparisons lane by lane: windows of rows [r_lo, r_hi) from plane row r0 and
+// all KW columns from column c0 + S * k for output k, every tap (and, for S = 2, the float after it) inside the row.
+template <int64_t S, int64_t KW>
+__attribute__((target("avx2"))) void RowWindowMaximaAvx2(const float* plane, int64_t w, int64_t r0, int64_t r_lo,
+                                                         int64_t r_hi, int64_t kw_runtime, int64_t c0, int64_t count,
+                                                         float* best, int32_t* at) {
+  const int64_t kw = KW ? KW : kw_runtime;
+  const I8 lanes = {0, S, 2 * S, 3 * S, 4 * S, 5 * S, 6 * S, 7 * S};
+  for (int64_t k = 0; k < count; k += 8) {
+    const int64_t column = c0 + S * k;
+    F8 top = F8{} - std::numeric_limits<float>::infinity();
+    I8 where = lanes + static_cast<int32_t>((r0 + r_lo) * w + column);
+    for (int64_t r = r_lo; r < r_hi; ++r) {
+      const int64_t row = (r0 + r) * w + column;
+      for (int64_t c = 0; c < kw; ++c) {
+        const F8 v = LoadStrided8<S>(plane + row + c);
+        const I8 better = v > top;
+        top = better ? v : top;
+        where = better ? lanes + static_cast<int32_t>(row + c) : where;
+      }
+    }
+    __builtin_memcpy(best + k, &top, sizeof top);
+    __builtin_memcpy(at + k, &where, sizeof where);
+  }
+}
+
+template <int64_t KW>
+void RowWindowMaxima(int64_t s, const float* plane, int64_t w, int64_t r0, int64_t r_lo, int64_t r_hi, int64_t kw,
+                     int64_t c0, int64_t count, float* best, int32_t* at) {
+  if (s == 1) return RowWindowMaximaAvx2<1, KW>(plane, w, r0, r_lo, r_hi, kw, c0, count, best, at);
+  RowWindowMaximaAvx2<2, KW>(plane, w, r0, r_lo, r_hi, kw, c0, count, best, at);
+}
+
+// Whether a plane's rows take RowWindowMaxima: column strides 1 and 2, offsets within int32.
+bool VectorWindowRows(const PoolGeometry& g) {
+  return CpuHasAvx2() && (g.strides[1] == 1 || g.strides[1] == 2) && g.InputSize() < (int64_t{1} << 31);
+}
+#endif
+
 // fn(o, best, offset) for every output position o of a plane, in order: the same taps in the same order as the
 // table's windows (the valid taps of each window, row-major), so the same maxima and first-maximum offsets.
-// KH and KW are the kernel's extents when fixed at compile time (the tap loops unroll), else 0.
+// KH and KW are the kernel's extents when fixed at compile time (the tap loops unroll), else 0. Where the CPU has
+// AVX2, the outputs whose windows lie inside the row's columns go eight at a time (RowWindowMaxima).
 template <int64_t KH, int64_t KW, typename Fn>
 void ForEachDirectWindowMax(const PoolGeometry& g, const float* plane, Fn&& fn) {
   const int64_t h = g.input[0], w = g.input[1], kh = KH ? KH : g.kernel[0], kw = KW ? KW : g.kernel[1];
-  const int64_t sh = g.strides[0], sw = g.strides[1];
+  const int64_t sh = g.strides[0], sw = g.strides[1], out_w = g.output[1];
+  // The outputs [vector_begin, vector_end) of each row go through RowWindowMaxima, the rest one by one.
+  int64_t vector_begin = 0, vector_end = 0;
+#if defined(__GNUC__) && defined(__x86_64__)
+  constexpr int64_t kChunk = 256;
+  float best_run[kChunk];
+  int32_t at_run[kChunk];
+  if (VectorWindowRows(g)) {
+    vector_begin = std::min(out_w, CeilDiv(g.pad_begin[1], sw));
+    // The last first output of eight: its last tap (and the float after it at stride 2) inside the row.
+    const int64_t last_start =
+        std::min(out_w - 8, FloorDiv(w - 1 - (kw - 1) - (sw - 1) + g.pad_begin[1], sw) - 7);
+    vector_end = last_start >= vector_begin ? vector_begin + (last_start - vector_begin) / 8 * 8 + 8 : vector_begin;
+  }
+#endif
   for (int64_t i = 0, o = 0; i < g.output[0]; ++i) {
     const int64_t r0 = i * sh - g.pad_begin[0];
     const int64_t r_lo = std::max<int64_t>(0, -r0), r_hi = std::min(kh, h - r0);
-    for (int64_t j = 0; j < g.output[1]; ++j, ++o) {
+    auto one_output = [&](int64_t j) {
       const int64_t c0 = j * sw - g.pad_begin[1];
       const int64_t c_lo = std::max<int64_t>(0, -c0), c_hi = std::min(kw, w - c0);
       float best = -std::numeric_limits<float>::infinity();
@@ -258,8 +332,18 @@ void ForEachDirectWindowMax(const PoolGeometry& g, const float* plane, Fn&& fn) 
           best = better ? v : best;
         }
       }
-      fn(o, best, at);
+      fn(o + j, best, at);
+    };
+    for (int64_t j = 0; j < vector_begin; ++j) one_output(j);
+#if defined(__GNUC__) && defined(__x86_64__)
+    for (int64_t j = vector_begin; j < vector_end; j += kChunk) {
+      const int64_t count = std::min(kChunk, vector_end - j);
+      RowWindowMaxima<KW>(sw, plane, w, r0, r_lo, r_hi, kw, j * sw - g.pad_begin[1], count, best_run, at_run);
+      for (int64_t k = 0; k < count; ++k) fn(o + j + k, best_run[k], int64_t{at_run[k]});
     }
+#endif
+    for (int64_t j = vector_end; j < out_w; ++j) one_output(j);
+    o += out_w;
   }
 }
 
