@@ -308,11 +308,10 @@ void ForEachDirectWindowMax(const PoolGeometry& g, const float* plane, Fn&& fn) 
   float best_run[kChunk];
   int32_t at_run[kChunk];
   if (VectorWindowRows(g)) {
+    // Outputs [vector_begin, inside_end) have every tap (and, at stride 2, the float after the last) inside the row.
     vector_begin = std::min(out_w, CeilDiv(g.pad_begin[1], sw));
-    // The last first output of eight: its last tap (and the float after it at stride 2) inside the row.
-    const int64_t last_start =
-        std::min(out_w - 8, FloorDiv(w - 1 - (kw - 1) - (sw - 1) + g.pad_begin[1], sw) - 7);
-    vector_end = last_start >= vector_begin ? vector_begin + (last_start - vector_begin) / 8 * 8 + 8 : vector_begin;
+    const int64_t inside_end = std::min(out_w, FloorDiv(w - kw - (sw - 1) + g.pad_begin[1], sw) + 1);
+    vector_end = vector_begin + std::max<int64_t>(0, inside_end - vector_begin) / 8 * 8;
   }
 #endif
   for (int64_t i = 0, o = 0; i < g.output[0]; ++i) {
