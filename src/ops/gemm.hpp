@@ -14,6 +14,7 @@
 #include "core/cpu_features.hpp"
 #include "core/kernel_backend.hpp"
 #include "core/threading.hpp"
+#include "core/wasm_relaxed_simd.hpp"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
 #define EDGETRAIN_GEMM_AVX2_DISPATCH 1
@@ -110,34 +111,13 @@ EDGETRAIN_GEMM_INLINE void PackB(const Operands<T>& g, int64_t p0, int64_t kc, i
   }
 }
 
-// acc = packed A strip (kc x MR) times packed B strip (kc x NR, NR = NV vectors of Bytes bytes); then
-// C tile (rows x cols) = alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not
-// leak through). Written once with GCC/Clang vector extensions: SSE2, AVX2+FMA, AVX-512, NEON and
-// WASM SIMD128 are the same source compiled for different vector widths.
-// RowsUsed < MR: an edge tile whose strip (still MR wide) holds at most RowsUsed rows; only those are
-// computed.
-template <typename T, int MR, int NV, int Bytes, int RowsUsed = MR>
-EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
-                                       int64_t ldc, int64_t rows, int64_t cols, T alpha, T beta) {
-  typedef T V __attribute__((vector_size(Bytes)));
+// C tile (rows x cols) = alpha * acc + beta * C (beta == 0 ignores the old C, so NaN/Inf there do not leak
+// through), acc being MR rows of NV vectors of Bytes bytes.
+template <typename T, int MR, int NV, int Bytes, typename V>
+EDGETRAIN_GEMM_INLINE void StoreTile(const V (&acc)[MR][NV], T* __restrict c, int64_t ldc, int64_t rows, int64_t cols,
+                                     T alpha, T beta) {
   constexpr int L = Bytes / static_cast<int>(sizeof(T));
   constexpr int NR = NV * L;
-  V acc[MR][NV];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) acc[i][j] = V{};
-  for (int64_t p = 0; p < kc; ++p) {
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + p * NR + j * L, sizeof(V));
-#pragma GCC unroll 16
-    for (int i = 0; i < RowsUsed; ++i) {
-      const T av = a[p * MR + i];
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
-    }
-  }
   auto store_row = [&](int64_t i) EDGETRAIN_GEMM_LAMBDA_INLINE {
     T* crow = c + i * ldc;
 #pragma GCC unroll 4
@@ -167,11 +147,51 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
   }
 }
 
+// acc = packed A strip (kc x MR) times packed B strip (kc x NR, NR = NV vectors of Bytes bytes), stored
+// by StoreTile. Written once with GCC/Clang vector extensions: SSE2, AVX2+FMA, AVX-512, NEON and WASM
+// SIMD128 are the same source compiled for different vector widths.
+// RowsUsed < MR: an edge tile whose strip (still MR wide) holds at most RowsUsed rows; only those are
+// computed.
+template <typename T, int MR, int NV, int Bytes, int RowsUsed = MR>
+EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
+                                       int64_t ldc, int64_t rows, int64_t cols, T alpha, T beta) {
+  typedef T V __attribute__((vector_size(Bytes)));
+  constexpr int L = Bytes / static_cast<int>(sizeof(T));
+  constexpr int NR = NV * L;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = V{};
+  for (int64_t p = 0; p < kc; ++p) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + p * NR + j * L, sizeof(V));
+#pragma GCC unroll 16
+    for (int i = 0; i < RowsUsed; ++i) {
+      const T av = a[p * MR + i];
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+  StoreTile<T, MR, NV, Bytes>(acc, c, ldc, rows, cols, alpha, beta);
+}
+
 // One register tile; a strip's last rows (M not a multiple of MR) run a kernel that computes a third or
 // half of MR rows where that covers them, not the whole MR (M = 64 on MR = 12: 64 rows of work, not 72).
 template <typename T, int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows,
                                    int64_t cols, T alpha, T beta) {
+#if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
+  if constexpr (std::is_same_v<T, float> && MR == 2 && NV == 4 && Bytes == 16) {
+    if (const WasmFmaTile tile = WasmFmaTileKernel()) {  // relaxed SIMD's fused multiply-add (the browser's)
+      typedef float V __attribute__((vector_size(16)));
+      V acc[MR][NV];
+      tile(static_cast<int32_t>(kc), a, b, reinterpret_cast<float*>(acc));
+      return StoreTile<T, MR, NV, Bytes>(acc, c, ldc, rows, cols, alpha, beta);
+    }
+  }
+#endif
   if constexpr (MR % 3 == 0 && MR >= 6) {
     if (rows <= MR / 3) return MicroKernel<T, MR, NV, Bytes, MR / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta);
   }

@@ -5,7 +5,8 @@
 // makes it) adds our three benchmark models, each package on its own generator's artifacts of the same
 // forward model, and in the browser a row of the CNN with --threads N threads (a cross-origin isolated page).
 //   node web/bench/bench.mjs --sets ../shared/ort-artifacts [--models build/web-bench] [--threads 2]
-//                            [--steps 15] [--browser /usr/bin/chromium]
+//                            [--steps 15] [--browser /usr/bin/chromium] [--relaxed-simd false]
+// (--relaxed-simd false: edgetrain-web's GEMM on plain SIMD128 multiplies and adds, not relaxed SIMD's fused ones)
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -18,6 +19,7 @@ for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^
 const sets = path.resolve(args.sets || path.join(WEB, '..', '..', 'shared', 'ort-artifacts'));
 const steps = parseInt(args.steps || '15', 10);
 const threads = parseInt(args.threads || '2', 10);
+const relaxedSimd = args['relaxed-simd'] !== 'false';
 const peers = process.env.EDGETRAIN_PEERS_DIR || path.join(process.env.HOME, '.cache', 'edgetrain-peers');
 const ortDist = path.join(peers, 'node_modules', 'onnxruntime-web', 'dist');
 
@@ -48,6 +50,7 @@ if (!args.browser) {
   ortWeb.env.wasm.numThreads = 1;
   ortWeb.env.logLevel = 'error';
   const ours = await import(pathToFileURL(path.join(WEB, 'lib', 'index.js')).href);
+  ours.env.wasm.relaxedSimd = relaxedSimd;
   rows = [];
   for (const set of config) rows.push({ set: set.name, ...(await benchSet({ edgetrain: ours, 'onnxruntime-web': ortWeb }, readLocal, set, steps)) });
 } else {
@@ -59,7 +62,7 @@ if (!args.browser) {
     try {
       const p = await browser.newPage();
       p.on('console', (m) => console.log(`[page] ${m.text()}`));
-      await p.goto(`http://127.0.0.1:${server.address().port}/web/bench/page.html?threads=${n}`);
+      await p.goto(`http://127.0.0.1:${server.address().port}/web/bench/page.html?threads=${n}&relaxedSimd=${relaxedSimd}`);
       return await p.evaluate(({ c, k }) => window.runBench(c, k), { c: cfg, k: steps });
     } finally {
       server.close();
@@ -76,7 +79,8 @@ if (!args.browser) {
 
 const gz = (f) => zlib.gzipSync(fs.readFileSync(f), { level: 9 }).length;
 const ourWasm = path.join(WEB, 'dist', 'edgetrain.wasm'), ortWasm = path.join(ortDist, 'ort-training-wasm-simd-threaded.wasm');
-console.log(`${args.browser ? 'Chromium (headless)' : `Node.js ${process.version}`}, 1 thread unless a row says, median step time of ${steps} timed groups (ms):`);
+console.log(`${args.browser ? 'Chromium (headless)' : `Node.js ${process.version}`}, 1 thread unless a row says, median step time of ${steps} timed groups (ms)` +
+  `${relaxedSimd ? '' : ', edgetrain-web with env.wasm.relaxedSimd = false'}:`);
 console.log('| set | edgetrain-web | onnxruntime-web 1.19.2 | ratio |');
 console.log('|---|---|---|---|');
 for (const r of rows) {

@@ -86,7 +86,7 @@ export declare class TrainingSession {
 }
 
 export declare const env: {
-  wasm: { numThreads: number; simd: boolean; wasmPaths?: string };
+  wasm: { numThreads: number; simd: boolean; relaxedSimd: boolean; wasmPaths?: string };
   logLevel: 'verbose' | 'info' | 'warning' | 'error' | 'fatal';
   versions: { web: string };
 };
@@ -94,7 +94,11 @@ export declare const env: {
 export declare function version(): Promise<string>;
 
 /** The module that runs: the pthreads one (`edgetrain-mt.wasm`) or not, its threads, and why fewer. */
-export interface RuntimeInfo { threaded: boolean; numThreads: number; module: string; reason: string | null; }
+export interface RuntimeInfo {
+  threaded: boolean; numThreads: number; module: string; reason: string | null;
+  /** Whether the GEMM runs relaxed SIMD's fused multiply-add (env.wasm.relaxedSimd and the engine allowing). */
+  relaxedSimd: boolean;
+}
 export declare function runtimeInfo(): Promise<RuntimeInfo>;
 
 /** Every failure of the C ABI, typed by its code; the message names the file, input or parameter. */

@@ -100,6 +100,9 @@ export const env = {
     // says why). Read when the module loads (the first TrainingSession.create).
     numThreads: 0,
     simd: true,
+    // edgetrain's own: the GEMM's fused multiply-add from relaxed SIMD where the engine has it (false: plain
+    // SIMD128 multiplies and adds). Read when the module loads; runtimeInfo().relaxedSimd says which runs.
+    relaxedSimd: true,
     // Where edgetrain.mjs/.wasm live: a URL prefix (string), or undefined for the package's dist/.
     wasmPaths: undefined,
   },
@@ -183,6 +186,9 @@ async function nodeGlobalsForThreads(glue) {
 
 async function loadModule() {
   askedThreads();  // a bad value rejects even once a module has loaded (a good one then changes nothing)
+  if (typeof env.wasm.relaxedSimd !== 'boolean') {
+    throw invalidArgument(`env.wasm.relaxedSimd must be true or false, not ${JSON.stringify(env.wasm.relaxedSimd)}`);
+  }
   if (!modulePromise) {
     modulePromise = (async () => {
       const { threads, reason } = chooseThreads();
@@ -197,7 +203,8 @@ async function loadModule() {
       if (threads > 1) liveHeapViews(mod);
       // Every worker thread exists once loaded (none is started later); idle, they must not keep Node.js running.
       if (threads > 1 && isNode) for (const w of [...mod.PThread.unusedWorkers, ...mod.PThread.runningWorkers]) w.unref();
-      runtime = { threaded: threads > 1, numThreads: threads, module: `${name}.wasm`, reason };
+      const relaxedSimd = mod._et_wasm_use_relaxed_simd(env.wasm.relaxedSimd ? 1 : 0) === 1;
+      runtime = { threaded: threads > 1, numThreads: threads, module: `${name}.wasm`, reason, relaxedSimd };
       return mod;
     })();
     modulePromise.catch(() => { modulePromise = null; });
@@ -205,7 +212,8 @@ async function loadModule() {
   return modulePromise;
 }
 
-// Which module runs: {threaded, numThreads, module, reason} (reason: why single-threaded, or null).
+// Which module runs: {threaded, numThreads, module, reason, relaxedSimd} (reason: why single-threaded, or
+// null; relaxedSimd: whether the GEMM runs relaxed SIMD's fused multiply-add).
 export async function runtimeInfo() {
   await loadModule();
   return { ...runtime };

@@ -85,6 +85,9 @@ async function rejects(check, name, promise, errorClass, words) {
 }
 
 async function badInputs(ort, read, check, set) {
+  ort.env.wasm.relaxedSimd = 'yes';
+  await rejects(check, 'env.wasm.relaxedSimd = "yes"', ort.runtimeInfo(), ort.InvalidArgumentError, ['env.wasm.relaxedSimd']);
+  ort.env.wasm.relaxedSimd = true;
   const session = await ort.TrainingSession.create({
     checkpointState: await read(set.files.checkpoint), trainModel: await read(set.files.train),
     evalModel: await read(set.files.eval), optimizerModel: await read(set.files.optimizer) });
@@ -143,10 +146,29 @@ async function badInputs(ort, read, check, set) {
 }
 
 // config: {sets: [{name, files, inputs, lr?, steps?, expected?, rel?, resume?}], bad_inputs: set, custom_ops?: files}
+// Whether this JS engine validates relaxed SIMD's f32x4.relaxed_madd (opcode 0xfd 0x105): a function returning
+// relaxed_madd of three zero vectors, probed independently of the package.
+export function relaxedSimdValidates() {
+  const zeros = () => [0xfd, 0x0c, ...new Array(16).fill(0)];
+  const body = [0, ...zeros(), ...zeros(), ...zeros(), 0xfd, 0x85, 0x02, 0x0b];
+  return WebAssembly.validate(new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0, 1, 5, 1, 0x60, 0, 1, 0x7b, 3, 2, 1, 0,
+    10, body.length + 2, 1, body.length, ...body]));
+}
+
+// The GEMM runs relaxed SIMD's fused multiply-add exactly where the engine validates it and
+// env.wasm.relaxedSimd allows it; `required`: the engine must (the losses then check that path).
+export async function relaxedSimdCheck(ort, check, required) {
+  const info = await ort.runtimeInfo(), probe = relaxedSimdValidates(), allowed = ort.env.wasm.relaxedSimd;
+  check(`relaxed SIMD: the GEMM's fused multiply-add runs (${info.relaxedSimd}) where this engine validates it (${probe})` +
+    ` and env.wasm.relaxedSimd (${allowed}) allows it${required ? '; required here' : ''}`,
+    info.relaxedSimd === (probe && allowed) && (!required || probe), JSON.stringify(info));
+}
+
 export async function runSuite(ort, read, config, log = () => {}) {
   const checks = [], results = {};
   const check = (name, ok, detail = '') => { checks.push({ name, ok: !!ok, detail: ok ? '' : String(detail) }); log(`${ok ? 'ok  ' : 'FAIL'} ${name}${ok ? '' : ` (${detail})`}`); };
   const t0 = Date.now();
+  await relaxedSimdCheck(ort, check, config.require_relaxed_simd);
   for (const set of config.sets) {
     try {
       const start = Date.now();

@@ -1,6 +1,6 @@
 // The threading checks, the same in Node.js and in the page (web/test/threads.mjs drives them): which
 // module loaded for env.wasm.numThreads, the sets' losses against the native build's, bad thread counts.
-import { sequence } from './suite.js';
+import { relaxedSimdCheck, sequence } from './suite.js';
 
 function close(a, b, rel) { return Math.abs(a - b) <= rel * Math.max(Math.abs(a), Math.abs(b), 1e-12); }
 
@@ -13,7 +13,8 @@ async function rejects(promise, Class, pattern) {
   }
 }
 
-// config: {numThreads, expectThreaded, reasonPattern?, sets: [{name, expected: native numbers, ...}]}
+// config: {numThreads, expectThreaded, reasonPattern?, relaxedSimd?, requireRelaxedSimd?,
+//          sets: [{name, expected: native numbers, ...}]}
 export async function threadChecks(ort, read, config, log) {
   const checks = [];
   const check = (name, ok, detail = '') => { checks.push({ name, ok: !!ok, detail }); log(`${ok ? 'ok  ' : 'FAIL'} ${name}${ok ? '' : ` (${detail})`}`); };
@@ -23,12 +24,14 @@ export async function threadChecks(ort, read, config, log) {
     check(`env.wasm.numThreads = ${JSON.stringify(bad)} rejects with InvalidArgumentError naming it`, !error, error);
   }
   ort.env.wasm.numThreads = config.numThreads;
+  ort.env.wasm.relaxedSimd = config.relaxedSimd !== false;
   const info = await ort.runtimeInfo();
   log(`runtime: ${JSON.stringify(info)}`);
   check(`numThreads ${config.numThreads}: ${config.expectThreaded ? 'the pthreads module' : 'the single-threaded module'} ` +
         `(${info.module}, ${info.numThreads} threads)`, info.threaded === config.expectThreaded &&
         info.numThreads === (config.expectThreaded ? config.numThreads : 1));
   if (config.reasonPattern) check(`the fallback says why: ${info.reason}`, new RegExp(config.reasonPattern).test(info.reason || ''));
+  await relaxedSimdCheck(ort, check, config.requireRelaxedSimd);
   ort.env.wasm.numThreads = 65;
   const after = await rejects(ort.runtimeInfo(), ort.InvalidArgumentError, /env\.wasm\.numThreads/);
   check('a bad env.wasm.numThreads after the module loaded still rejects', !after, after);
