@@ -35,6 +35,9 @@ namespace gemm_detail {
 constexpr int64_t kBlockK = 256;
 constexpr int64_t kBlockM = 96;
 constexpr int64_t kBlockN = 2048;
+// Shallower tiles stay on the inline WebAssembly kernel: a call into the relaxed SIMD kernel's module costs about
+// as much as a tile of this depth (ORT's MLP at batch 4, dW of depth 4: 2.5x slower through the call).
+constexpr int64_t kWasmFmaTileMinDepth = 32;
 // Below this many multiply-adds packing costs more than it saves.
 constexpr int64_t kSmallProduct = 16 * 1024;
 // Products this shallow (B not transposed) are sums of outer products: packing them doubled their cost.
@@ -184,7 +187,9 @@ EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int
                                    int64_t cols, T alpha, T beta) {
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
   if constexpr (std::is_same_v<T, float> && MR == 2 && NV == 4 && Bytes == 16) {
-    if (const WasmFmaTile tile = WasmFmaTileKernel()) {  // relaxed SIMD's fused multiply-add (the browser's)
+    // relaxed SIMD's fused multiply-add (the browser's), where the depth pays for a call into another instance
+    const WasmFmaTile tile = kc >= kWasmFmaTileMinDepth ? WasmFmaTileKernel() : nullptr;
+    if (tile) {
       typedef float V __attribute__((vector_size(16)));
       V acc[MR][NV];
       tile(static_cast<int32_t>(kc), a, b, reinterpret_cast<float*>(acc));
