@@ -145,7 +145,6 @@ async function badInputs(ort, read, check, set) {
     ort.InvalidModelError, ['training model']);
 }
 
-// config: {sets: [{name, files, inputs, lr?, steps?, expected?, rel?, resume?}], bad_inputs: set, custom_ops?: files}
 // Whether this JS engine validates relaxed SIMD's f32x4.relaxed_madd (opcode 0xfd 0x105): a function returning
 // relaxed_madd of three zero vectors, probed independently of the package.
 export function relaxedSimdValidates() {
@@ -164,6 +163,8 @@ export async function relaxedSimdCheck(ort, check, required) {
     info.relaxedSimd === (probe && allowed) && (!required || probe), JSON.stringify(info));
 }
 
+// config: {sets: [{name, files, inputs, lr?, steps?, expected?, rel?, resume?}], bad_inputs: set, custom_ops?: files,
+//          require_relaxed_simd?}
 export async function runSuite(ort, read, config, log = () => {}) {
   const checks = [], results = {};
   const check = (name, ok, detail = '') => { checks.push({ name, ok: !!ok, detail: ok ? '' : String(detail) }); log(`${ok ? 'ok  ' : 'FAIL'} ${name}${ok ? '' : ` (${detail})`}`); };
