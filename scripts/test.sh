@@ -54,7 +54,7 @@ sanitizer_env=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt
 without_onednn="-ConstantWeights.*:Rows/ConvBackends.OneDnnMatchesReference/*:Rows/NormBackends.DnnlFloat32MatchesFloat64/*"
 whole_program() {
   local log=build-asan/tests/$1.log
-  if (cd build-asan/tests && env "${sanitizer_env[@]}" "./$1" --gtest_filter="$without_onednn") >"$log" 2>&1 &&
+  if (cd build-asan/tests && timeout 1500 env "${sanitizer_env[@]}" "./$1" --gtest_filter="$without_onednn") >"$log" 2>&1 &&
       ! grep -q '^\[  SKIPPED \]' "$log"; then
     echo "$1 (ASan+UBSan+LSan, one process): $(grep -E '^\[  PASSED  \]' "$log")"
   else
