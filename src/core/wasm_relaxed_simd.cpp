@@ -3,8 +3,6 @@
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
 #include <emscripten.h>
 
-#include <atomic>
-
 // Builds the kernel's module (memory imported from this one, shared in the pthreads build), validates it,
 // instantiates it on the calling thread and puts its function into that thread's table: its index, or 0.
 // Locals: 0 kc, 1 a, 2 b, 3 acc (params); 4-11 the accumulators, 12-15 a row of B, 16-17 A's two values.
@@ -55,23 +53,23 @@ EM_JS(int, et_wasm_install_fma_tile, (), {
   }
 });
 
-namespace edgetrain {
-namespace {
-std::atomic<bool> relaxed_simd_allowed{true};
+namespace edgetrain::wasm_relaxed_simd {
+
+std::atomic<bool> allowed{true};
+thread_local int tile_index = 0;
+
+int InstallTile() {
+  const int index = et_wasm_install_fma_tile();
+  tile_index = index > 0 ? index : -1;
+  return tile_index;
 }
 
-WasmFmaTile WasmFmaTileKernel() {
-  if (!relaxed_simd_allowed.load(std::memory_order_relaxed)) return nullptr;
-  thread_local const int index = et_wasm_install_fma_tile();
-  return index ? reinterpret_cast<WasmFmaTile>(static_cast<uintptr_t>(index)) : nullptr;
-}
-
-}  // namespace edgetrain
+}  // namespace edgetrain::wasm_relaxed_simd
 
 // For the JS package (env.wasm.relaxedSimd): switches the kernel on or off for every thread; whether it
 // runs on the calling thread now.
 extern "C" EMSCRIPTEN_KEEPALIVE int et_wasm_use_relaxed_simd(int on) {
-  edgetrain::relaxed_simd_allowed.store(on != 0, std::memory_order_relaxed);
+  edgetrain::wasm_relaxed_simd::allowed.store(on != 0, std::memory_order_relaxed);
   return edgetrain::WasmFmaTileKernel() != nullptr;
 }
 #endif

@@ -3,6 +3,7 @@
 // tiny module of its own, built at run time where the engine validates it and called through the table.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace edgetrain {
@@ -11,8 +12,19 @@ namespace edgetrain {
 using WasmFmaTile = void (*)(int32_t kc, const float* a, const float* b, float* acc);
 
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
-// This thread's kernel, or null where relaxed SIMD does not validate or was switched off.
-WasmFmaTile WasmFmaTileKernel();
+namespace wasm_relaxed_simd {
+extern std::atomic<bool> allowed;
+extern thread_local int tile_index;  // this thread's table index: 0 not yet tried, -1 none
+int InstallTile();                   // tries once on this thread and sets tile_index
+}  // namespace wasm_relaxed_simd
+
+// This thread's kernel, or null where relaxed SIMD does not validate or was switched off. Inline: the GEMM asks
+// once per register tile.
+inline WasmFmaTile WasmFmaTileKernel() {
+  if (!wasm_relaxed_simd::allowed.load(std::memory_order_relaxed)) return nullptr;
+  const int index = wasm_relaxed_simd::tile_index ? wasm_relaxed_simd::tile_index : wasm_relaxed_simd::InstallTile();
+  return index > 0 ? reinterpret_cast<WasmFmaTile>(static_cast<uintptr_t>(index)) : nullptr;
+}
 #else
 inline WasmFmaTile WasmFmaTileKernel() { return nullptr; }
 #endif
