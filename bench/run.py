@@ -490,7 +490,8 @@ def environment_header(bench, started, load_before):
                if load_before > 0.5 * os.cpu_count() else "") + ").",
             f"Peers: PyTorch {torch_version} (OPENBLAS_CORETYPE={zoo.openblas_coretype()}: OpenBLAS ran its "
             f"{kernel or '?'} kernel), onnxruntime-web 1.19.2 (training), onnxruntime-node "
-            f"{package_version('onnxruntime-node')} (inference), node {capture(['node', '--version'])}. "
+            f"{package_version('onnxruntime-node')} (inference), node {capture(['node', '--version'])}; "
+            f"transparent huge pages: {zoo.huge_pages()}. "
             f"Times are medians of >= 20 steps after warm-up; each side's fastest of {bench.rounds} alternating "
             "rounds.", ""]
 

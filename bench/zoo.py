@@ -90,6 +90,16 @@ def openblas_kernel():
     return "no OpenBLAS loaded"
 
 
+def huge_pages():
+    """This machine's transparent huge page mode (always, madvise or never), which the step times depend on:
+    edgetrain asks for huge pages on its tensors of 4 MiB and more (madvise), PyTorch 1.13 and ORT do not."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return next((w[1:-1] for w in f.read().split() if w.startswith("[")), "?")
+    except OSError:
+        return "unknown"
+
+
 def make_model(name):
     import torch
     import torchvision.models as tvm
@@ -269,6 +279,8 @@ class ZooBench:
                  "alone. PyTorch runs with OPENBLAS_CORETYPE="
                  f"{openblas_coretype() or '(unset: no AVX2)'}; the OpenBLAS kernel it ran: {', '.join(kernels) or '?'}. "
                  "ORT: onnxruntime-training-cpu 1.19.2 with its own generate_artifacts on the same forward model. "
+                 f"Transparent huge pages: {huge_pages()} (edgetrain asks for them on its large tensors; PyTorch "
+                 "1.13 and ORT do not). "
                  "Targets: full step <= 0.5x PyTorch and <= 0.5x ORT, head-only <= 0.3x PyTorch, peak RSS <= 0.6x "
                  "PyTorch's.", ""]
         header = ["model", "mode", "threads", "edgetrain", "PyTorch", "ORT training", "vs PyTorch", "vs ORT",

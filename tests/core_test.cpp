@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "core/npy.hpp"
 #include "core/tensor.hpp"
@@ -17,6 +21,42 @@ TEST(Tensor, OwnedMemoryIsAligned) {
   EXPECT_EQ(t.nbytes(), 60u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % kTensorAlignment, 0u);
 }
+
+#if defined(__linux__)
+// The VmFlags line of the /proc/self/smaps entry of the mapping that holds `address` ("" when none does).
+std::string MappingFlags(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {  // a mapping's first line
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// Tensors from 4 MiB up start on a 2 MiB boundary and ask for transparent huge pages (unless EDGETRAIN_HUGE_PAGES=0);
+// smaller ones do not.
+TEST(Tensor, LargeTensorsAskForHugePages) {
+  const char* choice = std::getenv("EDGETRAIN_HUGE_PAGES");
+  const bool allowed = !(choice && std::string(choice) == "0");  // EDGETRAIN_HUGE_PAGES=0 turns them off
+  Tensor large(DataType::kFloat32, {3 * 1024 * 1024 + 5});  // 12 MiB and 20 bytes
+  const auto address = reinterpret_cast<uintptr_t>(large.raw());
+  if (allowed) EXPECT_EQ(address % (size_t{2} << 20), 0u);
+  large.data<float>()[large.numel() - 1] = 7;  // the whole tensor is mapped
+  EXPECT_EQ(large.data<float>()[large.numel() - 1], 7);
+  EXPECT_EQ(MappingFlags(large.raw()).find(" hg") != std::string::npos, allowed) << MappingFlags(large.raw());
+  Tensor small(DataType::kFloat32, {512 * 1024});  // 2 MiB: mapped, on small pages
+  EXPECT_EQ(MappingFlags(small.raw()).find(" hg"), std::string::npos) << MappingFlags(small.raw());
+  const void* freed = large.raw();
+  large = Tensor();
+  EXPECT_EQ(MappingFlags(freed), "");  // handed back whole
+}
+#endif
 
 TEST(Tensor, BorrowedMemoryIsNotCopied) {
   std::vector<float> data = {1, 2, 3, 4};

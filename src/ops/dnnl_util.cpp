@@ -1,5 +1,8 @@
 #include "ops/dnnl_util.hpp"
 
+#include <algorithm>
+
+#include "core/tensor.hpp"
 #include "core/threading.hpp"
 
 #if defined(EDGETRAIN_WITH_DNNL)
@@ -17,14 +20,13 @@ dnnl::stream& CpuStream() {
 }
 
 void* ScratchpadBuffer(size_t bytes) {
-  constexpr size_t kAlignment = 64;
-  thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < bytes + kAlignment) {
-    buffer = {};  // freed before the larger one is allocated
-    buffer.resize(bytes + kAlignment);
+  // A tensor's memory: aligned, and on huge pages when large (the reorders into it are TLB-bound otherwise).
+  thread_local Tensor buffer;
+  if (static_cast<size_t>(buffer.numel()) < bytes || !buffer.raw()) {
+    buffer = Tensor();  // freed before the larger one is allocated
+    buffer = Tensor(DataType::kUint8, {static_cast<int64_t>(std::max<size_t>(bytes, 1))}, "oneDNN scratchpad");
   }
-  const auto address = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + (kAlignment - address % kAlignment) % kAlignment;
+  return buffer.raw();
 }
 
 bool Execute(BoundPrimitive& bound, std::initializer_list<ArgData> data, int threads) {
