@@ -51,8 +51,8 @@ bool HugePagesAllowed() {
 }
 
 // `bytes` (a multiple of the page size) from the kernel, or null. From 4 MiB up the mapping starts on a 2 MiB
-// boundary and asks for transparent huge pages (MADV_HUGEPAGE; EDGETRAIN_HUGE_PAGES=0 does not): on 4 KiB pages
-// oneDNN's reorders of ResNet-18's activations took 2-3x as long (TLB misses) and its step 1.1 s instead of 0.85 s.
+// boundary and asks for transparent huge pages (MADV_HUGEPAGE; EDGETRAIN_HUGE_PAGES=0 does not). On 4 KiB pages a
+// busy VM's TLB misses made oneDNN's reorders of ResNet-18's activations 2-3x as slow, its step 1.1 s, not 0.85 s.
 void* MapPages(size_t bytes) {
   if (bytes < 2 * kHugePageBytes || !HugePagesAllowed()) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
