@@ -8,8 +8,9 @@
 
 namespace edgetrain {
 
-// acc[2][4 x f32x4] = sum over p < kc of a[2p + i] * b[16p + 4j ... +3], with fused multiply-adds in p order.
-using WasmFmaTile = void (*)(int32_t kc, const float* a, const float* b, float* acc);
+// For t < count (>= 1): acc[t][2][4 x f32x4] = sum over p < kc of a[2 kc t + 2p + i] * b[16p + 4j ... +3], fused
+// multiply-adds in p order: `count` consecutive packed 2-row strips of A against one packed 16-column strip of B.
+using WasmFmaTiles = void (*)(int32_t kc, const float* a, const float* b, float* acc, int32_t count);
 
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
 namespace wasm_relaxed_simd {
@@ -19,14 +20,14 @@ int InstallTile();                   // tries once on this thread and sets tile_
 }  // namespace wasm_relaxed_simd
 
 // This thread's kernel, or null where relaxed SIMD does not validate or was switched off. Inline: the GEMM asks
-// once per register tile.
-inline WasmFmaTile WasmFmaTileKernel() {
+// once per strip of register tiles.
+inline WasmFmaTiles WasmFmaTilesKernel() {
   if (!wasm_relaxed_simd::allowed.load(std::memory_order_relaxed)) return nullptr;
   const int index = wasm_relaxed_simd::tile_index ? wasm_relaxed_simd::tile_index : wasm_relaxed_simd::InstallTile();
-  return index > 0 ? reinterpret_cast<WasmFmaTile>(static_cast<uintptr_t>(index)) : nullptr;
+  return index > 0 ? reinterpret_cast<WasmFmaTiles>(static_cast<uintptr_t>(index)) : nullptr;
 }
 #else
-inline WasmFmaTile WasmFmaTileKernel() { return nullptr; }
+inline WasmFmaTiles WasmFmaTilesKernel() { return nullptr; }
 #endif
 
 }  // namespace edgetrain

@@ -35,9 +35,9 @@ namespace gemm_detail {
 constexpr int64_t kBlockK = 256;
 constexpr int64_t kBlockM = 96;
 constexpr int64_t kBlockN = 2048;
-// Shallower tiles stay on the inline WebAssembly kernel: a call into the relaxed SIMD kernel's module costs about as
-// much as a shallow tile (ORT's MLP at batch 4, whose dW is 4 deep, took 2.6-3.2 ms a step through it, 1.1 without).
-constexpr int64_t kWasmFmaTileMinDepth = 32;
+// Shallower products stay on the inline WebAssembly kernel. A call into the relaxed SIMD kernel's instance costs about
+// 15 ns; made once per tile it cost more than it saved below 32 deep, once per strip of tiles it pays from 4 deep.
+constexpr int64_t kWasmFmaTileMinDepth = 4;
 // Below this many multiply-adds packing costs more than it saves.
 constexpr int64_t kSmallProduct = 16 * 1024;
 // Products this shallow (B not transposed) are sums of outer products: packing them doubled their cost.
@@ -185,18 +185,6 @@ EDGETRAIN_GEMM_INLINE void MicroKernel(int64_t kc, const T* __restrict a, const 
 template <typename T, int MR, int NV, int Bytes>
 EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows,
                                    int64_t cols, T alpha, T beta) {
-#if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
-  if constexpr (std::is_same_v<T, float> && MR == 2 && NV == 4 && Bytes == 16) {
-    // relaxed SIMD's fused multiply-add (the browser's), where the depth pays for a call into another instance
-    const WasmFmaTile tile = kc >= kWasmFmaTileMinDepth ? WasmFmaTileKernel() : nullptr;
-    if (tile) {
-      typedef float V __attribute__((vector_size(16)));
-      V acc[MR][NV];
-      tile(static_cast<int32_t>(kc), a, b, reinterpret_cast<float*>(acc));
-      return StoreTile<T, MR, NV, Bytes>(acc, c, ldc, rows, cols, alpha, beta);
-    }
-  }
-#endif
   if constexpr (MR % 3 == 0 && MR >= 6) {
     if (rows <= MR / 3) return MicroKernel<T, MR, NV, Bytes, MR / 3>(kc, a, b, c, ldc, rows, cols, alpha, beta);
   }
@@ -204,6 +192,32 @@ EDGETRAIN_GEMM_INLINE void RunTile(int64_t kc, const T* a, const T* b, T* c, int
     if (rows <= MR / 2) return MicroKernel<T, MR, NV, Bytes, MR / 2>(kc, a, b, c, ldc, rows, cols, alpha, beta);
   }
   MicroKernel<T, MR, NV, Bytes>(kc, a, b, c, ldc, rows, cols, alpha, beta);
+}
+
+// The register tiles of `rows` rows of C (at most kBlockM: consecutive packed strips of A from `a`) against one
+// packed strip of B. In the browser, on relaxed SIMD's fused multiply-add, one call into the kernel's instance for
+// all of them (wasm_relaxed_simd.hpp).
+template <typename T, int MR, int NV, int Bytes>
+EDGETRAIN_GEMM_INLINE void RunTiles(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int64_t rows,
+                                    int64_t cols, T alpha, T beta) {
+#if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
+  if constexpr (std::is_same_v<T, float> && MR == 2 && NV == 4 && Bytes == 16) {
+    const WasmFmaTiles tiles = kc >= kWasmFmaTileMinDepth ? WasmFmaTilesKernel() : nullptr;
+    if (tiles) {
+      typedef float V __attribute__((vector_size(16)));
+      V acc[kBlockM / MR][MR][NV];
+      const int64_t count = (rows + MR - 1) / MR;
+      tiles(static_cast<int32_t>(kc), a, b, reinterpret_cast<float*>(acc), static_cast<int32_t>(count));
+      for (int64_t s = 0; s < count; ++s)
+        StoreTile<T, MR, NV, Bytes>(acc[s], c + s * MR * ldc, ldc, std::min<int64_t>(MR, rows - s * MR), cols, alpha,
+                                    beta);
+      return;
+    }
+  }
+#endif
+  for (int64_t is = 0; is < rows; is += MR)
+    RunTile<T, MR, NV, Bytes>(kc, a + is * kc, b, c + is * ldc, ldc, std::min<int64_t>(MR, rows - is), cols, alpha,
+                              beta);
 }
 
 // The blocked algorithm on one thread: loops over N panels, K panels (packing B), M blocks
@@ -229,12 +243,8 @@ EDGETRAIN_GEMM_INLINE void BlockedImpl(const Operands<T>& g) {
         PackA<T, MR>(g, i0, mc, p0, kc, packed_a.data());
         for (int64_t js = 0; js < nc; js += NR) {
           const T* b_strip = packed_b.data() + js * kc;
-          const int64_t cols = std::min<int64_t>(NR, nc - js);
-          for (int64_t is = 0; is < mc; is += MR) {
-            const int64_t rows = std::min<int64_t>(MR, mc - is);
-            RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, b_strip, g.c + (i0 + is) * g.ldc + j0 + js,
-                                      g.ldc, rows, cols, g.alpha, beta);
-          }
+          RunTiles<T, MR, NV, Bytes>(kc, packed_a.data(), b_strip, g.c + i0 * g.ldc + j0 + js, g.ldc, mc,
+                                     std::min<int64_t>(NR, nc - js), g.alpha, beta);
         }
       }
     }
@@ -257,12 +267,9 @@ EDGETRAIN_GEMM_INLINE void PrePackedImpl(const Operands<T>& g, const T* packed, 
     for (int64_t i0 = 0; i0 < g.m; i0 += kBlockM) {
       const int64_t mc = std::min(kBlockM, g.m - i0);
       PackA<T, MR>(g, i0, mc, p0, kc, packed_a.data());
-      for (int64_t js = 0; js < g.n; js += NR) {
-        const int64_t cols = std::min<int64_t>(NR, g.n - js);
-        for (int64_t is = 0; is < mc; is += MR)
-          RunTile<T, MR, NV, Bytes>(kc, packed_a.data() + is * kc, panel + js * kc, g.c + (i0 + is) * g.ldc + js,
-                                    g.ldc, std::min<int64_t>(MR, mc - is), cols, g.alpha, beta);
-      }
+      for (int64_t js = 0; js < g.n; js += NR)
+        RunTiles<T, MR, NV, Bytes>(kc, packed_a.data(), panel + js * kc, g.c + i0 * g.ldc + js, g.ldc, mc,
+                                   std::min<int64_t>(NR, g.n - js), g.alpha, beta);
     }
   }
 }
