@@ -62,12 +62,12 @@ EM_JS(int, et_wasm_install_fma_tiles, (), {
 namespace edgetrain::wasm_relaxed_simd {
 
 std::atomic<bool> allowed{true};
-thread_local int tile_index = 0;
+thread_local int kernel_index = 0;
 
-int InstallTile() {
+int InstallKernel() {
   const int index = et_wasm_install_fma_tiles();
-  tile_index = index > 0 ? index : -1;
-  return tile_index;
+  kernel_index = index > 0 ? index : -1;
+  return kernel_index;
 }
 
 }  // namespace edgetrain::wasm_relaxed_simd

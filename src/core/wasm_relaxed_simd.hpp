@@ -15,15 +15,16 @@ using WasmFmaTiles = void (*)(int32_t kc, const float* a, const float* b, float*
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
 namespace wasm_relaxed_simd {
 extern std::atomic<bool> allowed;
-extern thread_local int tile_index;  // this thread's table index: 0 not yet tried, -1 none
-int InstallTile();                   // tries once on this thread and sets tile_index
+extern thread_local int kernel_index;  // this thread's table index: 0 not yet tried, -1 none
+int InstallKernel();                   // tries once on this thread and sets kernel_index
 }  // namespace wasm_relaxed_simd
 
 // This thread's kernel, or null where relaxed SIMD does not validate or was switched off. Inline: the GEMM asks
 // once per strip of register tiles.
 inline WasmFmaTiles WasmFmaTilesKernel() {
   if (!wasm_relaxed_simd::allowed.load(std::memory_order_relaxed)) return nullptr;
-  const int index = wasm_relaxed_simd::tile_index ? wasm_relaxed_simd::tile_index : wasm_relaxed_simd::InstallTile();
+  const int index =
+      wasm_relaxed_simd::kernel_index ? wasm_relaxed_simd::kernel_index : wasm_relaxed_simd::InstallKernel();
   return index > 0 ? reinterpret_cast<WasmFmaTiles>(static_cast<uintptr_t>(index)) : nullptr;
 }
 #else

@@ -37,7 +37,7 @@ constexpr int64_t kBlockM = 96;
 constexpr int64_t kBlockN = 2048;
 // Shallower products stay on the inline WebAssembly kernel. A call into the relaxed SIMD kernel's instance costs about
 // 15 ns; made once per tile it cost more than it saved below 32 deep, once per strip of tiles it pays from 4 deep.
-constexpr int64_t kWasmFmaTileMinDepth = 4;
+constexpr int64_t kWasmFmaMinDepth = 4;
 // Below this many multiply-adds packing costs more than it saves.
 constexpr int64_t kSmallProduct = 16 * 1024;
 // Products this shallow (B not transposed) are sums of outer products: packing them doubled their cost.
@@ -202,7 +202,7 @@ EDGETRAIN_GEMM_INLINE void RunTiles(int64_t kc, const T* a, const T* b, T* c, in
                                     int64_t cols, T alpha, T beta) {
 #if defined(__EMSCRIPTEN__) && defined(__wasm_simd128__)
   if constexpr (std::is_same_v<T, float> && MR == 2 && NV == 4 && Bytes == 16) {
-    const WasmFmaTiles tiles = kc >= kWasmFmaTileMinDepth ? WasmFmaTilesKernel() : nullptr;
+    const WasmFmaTiles tiles = kc >= kWasmFmaMinDepth ? WasmFmaTilesKernel() : nullptr;
     if (tiles) {
       typedef float V __attribute__((vector_size(16)));
       V acc[kBlockM / MR][MR][NV];
