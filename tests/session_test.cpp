@@ -468,3 +468,25 @@ TEST(Importer, TrainingModeBatchNormWithOneOutputLoads) {
   std::vector<float> y = s.Run({{"x", Tensor::FromVector<float>(x, {2, 3, 4})}})[0].ToVector<float>();
   EXPECT_NEAR(y[0], 1.0f - 1.5f / std::sqrt(1.25f + 1e-5f), 1e-5);  // batch mean 1.5, biased variance 1.25
 }
+
+TEST(NodeDescription, FrozenWhileCompiledAndFreshInEveryCopy) {
+  Node node;
+  node.name = "fc1";
+  node.op_type = "Gemm";
+  EXPECT_EQ(node.Describe(), "node 'fc1' (Gemm)");
+  node.name = "fc2";  // an unfrozen node notices the change
+  EXPECT_EQ(node.Describe(), "node 'fc2' (Gemm)");
+  node.FreezeDescription();
+  EXPECT_EQ(node.Describe(), "node 'fc2' (Gemm)");
+  Node copy = node;  // copies and moves start unfrozen, so passes may rename them
+  copy.name = "fc2_recompute";
+  copy.domain = "com.microsoft";
+  EXPECT_EQ(copy.Describe(), "node 'fc2_recompute' (com.microsoft.Gemm)");
+  Node moved = std::move(copy);
+  moved.op_type = "FusedGemm";
+  EXPECT_EQ(moved.Describe(), "node 'fc2_recompute' (com.microsoft.FusedGemm)");
+  node = moved;
+  EXPECT_EQ(node.Describe(), "node 'fc2_recompute' (com.microsoft.FusedGemm)");
+  node.op_type = "Gemm";
+  EXPECT_EQ(node.Describe(), "node 'fc2_recompute' (com.microsoft.Gemm)");
+}

@@ -24,8 +24,9 @@ std::string TypeToString(const ValueInfo& info) {
 }
 
 const std::string& Node::Describe() const {
+  if (description.frozen) return description.text;
   auto current = [&] {  // compared piecewise, so that a cache hit builds no string
-    std::string_view d = description;
+    std::string_view d = description.text;
     const std::string_view parts[] = {"node '", name, "' (", domain, domain.empty() ? "" : ".", op_type, ")"};
     for (std::string_view part : parts) {
       if (d.substr(0, part.size()) != part) return false;
@@ -33,9 +34,15 @@ const std::string& Node::Describe() const {
     }
     return d.empty();
   };
-  if (description.empty() || !current())
-    description = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
-  return description;
+  if (description.text.empty() || !current())
+    description.text = "node '" + name + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
+  return description.text;
+}
+
+void Node::FreezeDescription() const {
+  description.frozen = false;
+  Describe();
+  description.frozen = true;
 }
 
 Attribute Attribute::Int(int64_t v) {

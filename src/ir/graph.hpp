@@ -91,7 +91,24 @@ struct Node {
   const Tensor* GetTensor(std::string_view key) const;  // nullptr when absent
   const Attribute* Find(std::string_view key) const;
 
-  mutable std::string description = {};  // Describe()'s cache
+  // Describe()'s cache; frozen once a session has compiled the node (its fields no longer change), so that its
+  // kernels' messages cost nothing per run. A copied or moved node starts unfrozen.
+  struct DescriptionCache {
+    std::string text;
+    bool frozen = false;
+    DescriptionCache() = default;
+    DescriptionCache(const DescriptionCache& other) : text(other.text) {}
+    DescriptionCache(DescriptionCache&& other) noexcept : text(std::move(other.text)) {}
+    DescriptionCache& operator=(const DescriptionCache& other) { return *this = DescriptionCache(other); }
+    DescriptionCache& operator=(DescriptionCache&& other) noexcept {
+      text = std::move(other.text);
+      frozen = false;
+      return *this;
+    }
+    void clear() { *this = DescriptionCache(); }
+  };
+  mutable DescriptionCache description = {};
+  void FreezeDescription() const;  // builds the cache and trusts it from then on
 };
 
 struct Graph {

@@ -37,8 +37,8 @@ constexpr size_t kNoSlot = kNoValue;
 
 // Empties a value but keeps its sequence's capacity, so that the next run refills it without allocating.
 void Clear(RuntimeValue& value) {
-  value.tensor = Tensor();
-  value.sequence.clear();
+  if (value.tensor.defined()) value.tensor = Tensor();
+  if (!value.sequence.empty()) value.sequence.clear();
   value.is_sequence = false;
 }
 
@@ -656,7 +656,7 @@ class GraphExecutor {
     step.node = &node;
     step.opset = NodeOpset(node, model_);
     step.kernel = OpRegistry::Global().Find(node.domain, node.op_type, step.opset);
-    node.Describe();  // fills the cache here, so kernels' messages build no string during runs
+    node.FreezeDescription();  // the executor keeps the node as it is: its kernels' messages cost nothing per run
     ET_CHECK(step.kernel, ErrorCode::kNotImplemented, model_.source, ": ", node.Describe(), ": operator ",
              node.op_type, " (opset ", step.opset, ") is not supported by edgetrain");
     KeepAttributes(step);
