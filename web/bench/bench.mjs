@@ -5,7 +5,7 @@
 // makes it) adds our three benchmark models, each package on its own generator's artifacts of the same
 // forward model, and in the browser a row of the CNN with --threads N threads (a cross-origin isolated page).
 //   node web/bench/bench.mjs --sets ../shared/ort-artifacts [--models build/web-bench] [--threads 2]
-//                            [--steps 15] [--browser /usr/bin/chromium] [--relaxed-simd false]
+//                            [--steps 15] [--browser /usr/bin/chromium] [--relaxed-simd false] [--only SET,...]
 // (--relaxed-simd false: edgetrain-web's GEMM on plain SIMD128 multiplies and adds, not relaxed SIMD's fused ones)
 import fs from 'node:fs';
 import path from 'node:path';
@@ -42,6 +42,10 @@ const readLocal = async (p) => {
   return new Uint8Array(fs.readFileSync(path.join(root === 'sets' ? sets : models, ...rest)));
 };
 
+if (args.only) {  // --only a,b: just those sets (a model row matches by its model's name)
+  const only = args.only.split(',');
+  config.splice(0, config.length, ...config.filter((c) => only.includes(c.name) || only.includes(c.model)));
+}
 const { benchSet } = await import(pathToFileURL(path.join(HERE, 'bench_lib.js')).href);
 let rows;
 if (!args.browser) {
@@ -85,7 +89,7 @@ console.log('| set | edgetrain-web | onnxruntime-web 1.19.2 | ratio |');
 console.log('|---|---|---|---|');
 for (const r of rows) {
   const a = r.edgetrain, b = r['onnxruntime-web'];
-  const cell = (x) => (typeof x === 'number' ? x.toFixed(2) : `fails: ${x}`);
+  const cell = (x) => (typeof x === 'number' ? (x < 0.1 ? x.toPrecision(2) : x.toFixed(2)) : `fails: ${x}`);
   console.log(`| ${r.set} | ${cell(a)} | ${cell(b)} | ${typeof a === 'number' && typeof b === 'number' ? (a / b).toFixed(2) + 'x' : '-'} |`);
 }
 console.log(`| .wasm, gzipped | ${(gz(ourWasm) / 1048576).toFixed(2)} MiB | ${(gz(ortWasm) / 1048576).toFixed(2)} MiB | ${(gz(ourWasm) / gz(ortWasm)).toFixed(2)}x |`);

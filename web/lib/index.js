@@ -252,8 +252,15 @@ function sessionThreads(asked) {
 
 // ---- calls into the C ABI ----
 
+const SCRATCH_MAX = 1 << 20;  // bytes a Wasm keeps between calls for their small arguments
+
 class Wasm {
-  constructor(m) { this.m = m; }
+  constructor(m) {
+    this.m = m;
+    this.scratch = 0;      // a heap block reused by the outermost withHeap, so that a step calls no malloc
+    this.scratchSize = 0;
+    this.inHeap = false;
+  }
 
   // Throws the typed error of an et_error* (and frees it).
   check(errorPtr) {
@@ -265,15 +272,24 @@ class Wasm {
     throw makeError(code, message);
   }
 
-  // Runs fn(alloc) where alloc(bytes) returns heap memory freed afterwards.
+  // Runs fn(alloc) where alloc(bytes) returns heap memory (16-byte aligned) valid until fn returns: the outermost
+  // call's from the scratch block while it fits (the block grows to what a call needed, up to SCRATCH_MAX).
   withHeap(fn) {
-    const m = this.m, pointers = [];
+    const m = this.m, pointers = [], outer = !this.inHeap;
+    let used = 0;
     const alloc = (bytes) => {
-      const p = m._malloc(Math.max(bytes, 8));
+      const size = (Math.max(bytes, 8) + 15) & ~15;
+      if (outer && used + size <= this.scratchSize) {
+        used += size;
+        return this.scratch + used - size;
+      }
+      if (outer) used += size;
+      const p = m._malloc(size);
       if (!p) throw new ResourceExhaustedError('ResourceExhausted', `out of WebAssembly memory allocating ${bytes} bytes`);
       pointers.push(p);
       return p;
     };
+    this.inHeap = true;
     try {
       return fn(alloc);
     } catch (e) {
@@ -281,6 +297,14 @@ class Wasm {
       throw new InternalError('Internal', `WebAssembly trap: ${e && e.message ? e.message : e}`);
     } finally {
       for (const p of pointers) m._free(p);
+      if (outer) {
+        this.inHeap = false;
+        if (used > this.scratchSize && used <= SCRATCH_MAX) {
+          m._free(this.scratch);
+          this.scratch = m._malloc(used);
+          this.scratchSize = this.scratch ? used : 0;
+        }
+      }
     }
   }
 
@@ -300,13 +324,13 @@ class Wasm {
 
   readSize(p) { return this.m.HEAPU32[p >> 2]; }
 
-  // An et_values* as {name: Tensor}, freeing it.
-  takeValues(valuesPtr) {
+  // An et_values* as {name: Tensor}, freeing it. `names`: the values' names when the caller knows them.
+  takeValues(valuesPtr, names) {
     const m = this.m, result = {};
     try {
       const count = m._et_values_count(valuesPtr);
       for (let i = 0; i < count; ++i) {
-        const name = m.UTF8ToString(m._et_values_name(valuesPtr, i));
+        const name = names && names.length === count ? names[i] : m.UTF8ToString(m._et_values_name(valuesPtr, i));
         const type = TYPE_OF_CODE[m._et_values_dtype(valuesPtr, i)];
         if (!type) { result[name] = null; continue; }
         const rank = m._et_values_rank(valuesPtr, i), shapePtr = m._et_values_shape(valuesPtr, i);
@@ -405,6 +429,7 @@ export class TrainingSession {
     this._hasOptimizer = hasOptimizer;
     this.trainingInputNames = w.names(session, TRAINING, true);
     this.trainingOutputNames = w.names(session, TRAINING, false);
+    this._trainingOutputNames = [...this.trainingOutputNames];  // the steps' own copy: the public list is the caller's
     this._evalInputNames = hasEval ? w.names(session, EVAL, true) : [];
     this._evalOutputNames = hasEval ? w.names(session, EVAL, false) : [];
   }
@@ -458,24 +483,26 @@ export class TrainingSession {
     return this._session;
   }
 
-  _step(fn, names, feeds, model) {
+  _step(fn, names, outputNames, feeds, model) {
     const session = this._live(), w = this._w;
     return w.withHeap((alloc) => {
       const views = writeFeeds(w, alloc, names, feeds, model);
       const out = alloc(4);
       w.check(fn(session, views, names.length, out));
-      return w.takeValues(w.readPointer(out));
+      return w.takeValues(w.readPointer(out), outputNames);
     });
   }
 
   async runTrainStep(feeds, arg1, _arg2) {
-    const outputs = this._step(this._w.m._et_training_session_train_step, this.trainingInputNames, feeds, 'training');
+    const outputs = this._step(this._w.m._et_training_session_train_step, this.trainingInputNames,
+      this._trainingOutputNames, feeds, 'training');
     return selectFetches(outputs, this.trainingOutputNames, arg1);
   }
 
   async runEvalStep(feeds, arg1, _arg2) {
     if (!this._hasEval) throw invalidArgument('This training session has no evalModel loaded.');
-    const outputs = this._step(this._w.m._et_training_session_eval_step, this._evalInputNames, feeds, 'eval');
+    const outputs = this._step(this._w.m._et_training_session_eval_step, this._evalInputNames, this._evalOutputNames,
+      feeds, 'eval');
     return selectFetches(outputs, this._evalOutputNames, arg1);
   }
 

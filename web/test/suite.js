@@ -94,6 +94,8 @@ async function badInputs(ort, read, check, set) {
   const feeds = pick(await feedsOf(ort, read, set.inputs), session.trainingInputNames);
   const [image, label] = session.trainingInputNames;
   const intLabel = feeds[label].type !== 'float32';
+  const evalLoss = async () => (await session.runEvalStep(pick(feeds, session.evalInputNames)))[session.evalOutputNames[0]].data[0];
+  const lossBefore = await evalLoss();
   await rejects(check, 'missing input', session.runTrainStep({ [image]: feeds[image] }), ort.InvalidArgumentError, [label]);
   const wrongType = intLabel ? new ort.Tensor('float32', new Float32Array(feeds[label].size), feeds[label].dims)
     : new ort.Tensor('int32', new Int32Array(feeds[label].size), feeds[label].dims);
@@ -103,6 +105,8 @@ async function badInputs(ort, read, check, set) {
   const wrongShape = new ort.Tensor('float32', new Float32Array(feeds[image].size / last * (last - 1)), wrongDims);
   await rejects(check, 'wrong shape', session.runTrainStep({ ...feeds, [image]: wrongShape }), ort.InvalidArgumentError, [image]);
   await rejects(check, 'wrong eval input', session.runEvalStep({ [label]: feeds[label] }), ort.InvalidArgumentError, [image]);
+  const lossAfter = await evalLoss();  // the rejected calls left the reused argument memory and the session as they were
+  check(`eval loss after the rejected calls ${lossAfter} equals the one before ${lossBefore}`, lossAfter === lossBefore);
   await rejects(check, 'wrong parameter buffer size', session.loadParametersBuffer(new Uint8Array(12), true),
     ort.InvalidArgumentError, ['getParametersSize']);
   await session.setLearningRate(5e-4);
