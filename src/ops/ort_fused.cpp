@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/activation_util.hpp"
+#include "ops/attributes.hpp"
 #include "ops/elementwise_util.hpp"
 #include "ops/gemm.hpp"
 #include "ops/optimizer_util.hpp"
@@ -277,23 +278,27 @@ Tensor UpdatedTensor(const Tensor& input, bool in_place) {
 
 // AdamWOptimizer(lr, step, weights, gradients, momentums_1, momentums_2, update_signal?) ->
 // (updated_flag, updated_weights, updated_momentums_1, updated_momentums_2). alpha/beta are beta1/beta2.
-void AdamWOptimizerKernel(KernelContext& ctx) {
-  const Node& node = ctx.node();
-  const std::string& what = node.Describe();
+struct AdamWAttributes {
   AdamHyperparameters h;
-  h.beta1 = node.GetFloat("alpha", 0.9f);
-  h.beta2 = node.GetFloat("beta", 0.999f);
-  h.epsilon = node.GetFloat("epsilon", 1e-8f);
-  h.weight_decay = node.GetFloat("weight_decay", 1e-2f);
-  h.mode = node.GetInt("adam_mode", 0);
-  const int64_t correct_bias = node.GetInt("correct_bias", 1);
-  ET_CHECK(h.mode == 0 || h.mode == 1, ErrorCode::kInvalidArgument, what,
-           ": adam_mode must be 0 (PyTorch AdamW) or 1 (Hugging Face AdamW), got ", h.mode);
-  ET_CHECK(correct_bias == 0 || correct_bias == 1, ErrorCode::kInvalidArgument, what,
-           ": correct_bias must be 0 or 1, got ", correct_bias);
-  ET_CHECK(h.mode == 1 || correct_bias == 1, ErrorCode::kInvalidArgument, what,
-           ": adam_mode 0 (PyTorch AdamW) needs correct_bias 1");
-  h.correct_bias = correct_bias == 1;
+
+  static AdamWAttributes Parse(const Node& node, int64_t /*opset*/) {
+    const AttributeReader read(node);
+    AdamWAttributes a;
+    a.h.beta1 = read.Float("alpha", 0.9f);
+    a.h.beta2 = read.Float("beta", 0.999f);
+    a.h.epsilon = read.Float("epsilon", 1e-8f);
+    a.h.weight_decay = read.Float("weight_decay", 1e-2f);
+    a.h.mode = read.Int("adam_mode", 0);
+    read.Check(a.h.mode == 0 || a.h.mode == 1, "adam_mode", "must be 0 (PyTorch AdamW) or 1 (Hugging Face AdamW)");
+    a.h.correct_bias = read.Flag("correct_bias", true);
+    read.Check(a.h.mode == 1 || a.h.correct_bias, "correct_bias", "must be 1 with adam_mode 0 (PyTorch AdamW)");
+    return a;
+  }
+};
+
+void AdamWOptimizerKernel(KernelContext& ctx) {
+  const std::string& what = ctx.node().Describe();
+  const AdamHyperparameters& h = ctx.Attributes<AdamWAttributes>().h;
   const double lr = ScalarInput(ctx, 0, "lr");
   const Tensor& step_tensor = ctx.Input(1);
   ET_CHECK(step_tensor.numel() == 1 && step_tensor.dtype() == DataType::kInt64, ErrorCode::kInvalidArgument, what,
@@ -408,7 +413,7 @@ void RegisterOrtFusedOps(OpRegistry& r) {
   ET_IF_BUILT("com.microsoft", "BatchNormInternal") RegisterMicrosoft(r, "BatchNormInternal", BatchNormalizationKernel);
   ET_IF_BUILT("com.microsoft", "BatchNormalizationGrad")
     RegisterMicrosoft(r, "BatchNormalizationGrad", BatchNormalizationGradKernel);
-  ET_IF_BUILT("com.microsoft", "AdamWOptimizer") RegisterMicrosoft(r, "AdamWOptimizer", AdamWOptimizerKernel);
+  ET_IF_BUILT("com.microsoft", "AdamWOptimizer") WithAttributes<AdamWAttributes>(RegisterMicrosoft(r, "AdamWOptimizer", AdamWOptimizerKernel));
   ET_IF_BUILT("com.microsoft", "SGDOptimizerV2") RegisterMicrosoft(r, "SGDOptimizerV2", SGDOptimizerV2Kernel);
   ET_IF_BUILT("com.microsoft", "InplaceClipGradNorm")
     RegisterMicrosoft(r, "InplaceClipGradNorm", InplaceClipGradNormKernel);
